@@ -1,0 +1,78 @@
+/* The audit event: one record per denial (or would-be denial in audit mode),
+ * written by the BPF programs into the job's ring buffer and turned into one
+ * JSON line by loader/audit.cpp. */
+#ifndef CONFINE_BPF_AUDIT_H
+#define CONFINE_BPF_AUDIT_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Keep in sync with op_name() in loader/audit.cpp; the names are the
+ * contract's `op` values. */
+enum confine_op {
+    CONFINE_OP_OPEN_READ = 1,
+    CONFINE_OP_OPEN_WRITE,
+    CONFINE_OP_EXEC,
+    CONFINE_OP_CREATE,
+    CONFINE_OP_MKDIR,
+    CONFINE_OP_UNLINK,
+    CONFINE_OP_RMDIR,
+    CONFINE_OP_RENAME,
+    CONFINE_OP_LINK,
+    CONFINE_OP_SYMLINK,
+    CONFINE_OP_SETATTR,
+    CONFINE_OP_SETXATTR,
+    CONFINE_OP_CONNECT,
+    CONFINE_OP_BIND,
+    CONFINE_OP_SENDMSG,
+    CONFINE_OP_USERNS_CREATE,
+    CONFINE_OP_PTRACE,
+    CONFINE_OP_SIGNAL,
+};
+
+/* Why a decision was made; anything but POLICY is a fail-closed denial. */
+enum confine_reason {
+    CONFINE_REASON_POLICY = 0,   /* the job's rules decided */
+    CONFINE_REASON_PATH_TOO_LONG, /* path longer than CONFINE_PATH_MAX */
+    CONFINE_REASON_PATH_TOO_DEEP, /* more than CONFINE_PATH_DEPTH components */
+    CONFINE_REASON_OUTSIDE_ROOT,  /* not reachable from the task's root */
+};
+
+enum confine_target_kind {
+    CONFINE_TARGET_NONE = 0,
+    CONFINE_TARGET_PATH,          /* target.path, NUL-terminated */
+    CONFINE_TARGET_INET,          /* target.inet, IPv4 as v4-mapped IPv6 */
+    CONFINE_TARGET_UNIX,          /* target.path: a unix socket path */
+    CONFINE_TARGET_UNIX_ABSTRACT, /* target.path[0..target_len): raw name */
+};
+
+#define CONFINE_PATH_MAX 4096 /* PATH_MAX */
+
+struct confine_inet {
+    __u8 addr[16];
+    __u16 port; /* host byte order */
+    __u8 proto; /* IPPROTO_TCP or IPPROTO_UDP */
+    __u8 pad;
+};
+
+struct confine_event {
+    __u64 ktime_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+    __u64 cgroup_id;
+    __u32 pid; /* thread id */
+    __u32 tgid;
+    __u32 uid;
+    __u16 op;          /* enum confine_op */
+    __u8 denied;       /* 1: the access was refused; 0: audit mode let it pass */
+    __u8 reason;       /* enum confine_reason */
+    __u8 target_kind;  /* enum confine_target_kind */
+    __u8 pad;
+    __u16 target_len;  /* bytes used in target.path (abstract names) */
+    char comm[16];
+    union {
+        char path[CONFINE_PATH_MAX];
+        struct confine_inet inet;
+    } target;
+};
+
+#endif

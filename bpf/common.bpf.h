@@ -1,0 +1,111 @@
+/* What every confine BPF program shares: the per-job maps, how a program
+ * finds its job, and how it reports a denial.
+ *
+ * Maps here are pinned by name (LIBBPF_PIN_BY_NAME) under the build's pin
+ * directory, so every feature object (fs, net, proc) reuses the same
+ * instance: one `jobs` entry and one ring buffer per job, whichever hook
+ * fires. */
+#ifndef CONFINE_BPF_COMMON_H
+#define CONFINE_BPF_COMMON_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "bpf/audit.h"
+#include "bpf/job.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* ---- maps ---------------------------------------------------------------- */
+
+/* key: job cgroup id; value: the job's flags and lost-event counter. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CONFINE_MAX_JOBS);
+    __type(key, __u64);
+    __type(value, struct confine_job);
+    __uint(pinning, LIBBPF_PIN_BY_NAME);
+} jobs SEC(".maps");
+
+/* key: job cgroup id; value: that job's ring buffer, created and drained by
+ * the job's own `confine run`, so jobs never see or steal each other's
+ * events. */
+struct job_ring {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, CONFINE_RING_BYTES);
+};
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+    __uint(max_entries, CONFINE_MAX_JOBS);
+    __type(key, __u64);
+    __uint(pinning, LIBBPF_PIN_BY_NAME);
+    __array(values, struct job_ring);
+} rings SEC(".maps");
+
+/* ---- verdicts ------------------------------------------------------------ */
+
+/* lsm_cgroup programs return 1 to allow and 0 to deny (-EPERM). */
+#define ALLOW 1
+#define DENY 0
+
+/* The job of the current task. Programs are attached only to job cgroups,
+ * and a job never gets to create child cgroups, so the task's own cgroup id
+ * is the job's key. NULL means the job is being torn down: deny. */
+static __always_inline struct confine_job *current_job(__u64 *cgid)
+{
+    *cgid = bpf_get_current_cgroup_id();
+    return bpf_map_lookup_elem(&jobs, cgid);
+}
+
+/* Reserves an audit record for a denial in job `cgid` and fills in who did
+ * it. Returns NULL when the ring is full (counted as lost) or missing. */
+static __always_inline struct confine_event *
+event_reserve(struct confine_job *job, __u64 cgid, __u16 op, __u8 reason)
+{
+    void *ring = bpf_map_lookup_elem(&rings, &cgid);
+    struct confine_event *e;
+    __u64 id;
+
+    if (!ring)
+        return NULL;
+    e = bpf_ringbuf_reserve(ring, sizeof(*e), 0);
+    if (!e) {
+        __sync_fetch_and_add(&job->lost, 1);
+        return NULL;
+    }
+    id = bpf_get_current_pid_tgid();
+    e->ktime_ns = bpf_ktime_get_ns();
+    e->cgroup_id = cgid;
+    e->pid = (__u32)id;
+    e->tgid = id >> 32;
+    e->uid = (__u32)bpf_get_current_uid_gid();
+    e->op = op;
+    e->denied = !(job->flags & CONFINE_JOB_AUDIT);
+    e->reason = reason;
+    e->target_kind = CONFINE_TARGET_NONE;
+    e->pad = 0;
+    e->target_len = 0;
+    bpf_get_current_comm(e->comm, sizeof(e->comm));
+    return e;
+}
+
+/* What a refused access returns: deny, unless the job is in audit mode. */
+static __always_inline int verdict(struct confine_job *job)
+{
+    return (job->flags & CONFINE_JOB_AUDIT) ? ALLOW : DENY;
+}
+
+/* Reports an access without a target and returns the verdict. */
+static __always_inline int refuse(struct confine_job *job, __u64 cgid, __u16 op)
+{
+    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY);
+
+    if (e)
+        bpf_ringbuf_submit(e, 0);
+    return verdict(job);
+}
+
+#endif

@@ -1,0 +1,34 @@
+/* Filesystem rules, shared by fs.bpf.c and the loader.
+ *
+ * Rules live in one LPM trie for all jobs. The key is the job's cgroup id
+ * followed by the path with a trailing '/', so the longest match is the
+ * job's longest rule and "/home/u/" never matches "/home/user/". */
+#ifndef CONFINE_BPF_FS_H
+#define CONFINE_BPF_FS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* LPM trie keys hold at most 256 data bytes: 8 for the cgroup id, the rest
+ * for the path. A rule's path (with its trailing '/') must fit; an accessed
+ * path that is longer is cut to this length before the lookup, which still
+ * finds its longest matching rule because no rule is longer. */
+#define CONFINE_RULE_PATH_MAX 248
+
+/* Access bits of a rule (value of the `fs_rules` map). No bit: deny. */
+#define CONFINE_FS_READ 0x1u  /* open for read, list */
+#define CONFINE_FS_WRITE 0x2u /* open for write, create, delete, rename, ... */
+#define CONFINE_FS_EXEC 0x4u  /* execve */
+
+struct confine_fs_key {
+    __u32 prefixlen; /* bits: 64 for the cgroup id + 8 per path byte */
+    __u32 cgroup_id_lo; /* the cgroup id, split so the key has no padding */
+    __u32 cgroup_id_hi;
+    char path[CONFINE_RULE_PATH_MAX];
+};
+
+/* Walk limits (fail closed: deeper or longer paths are denied and audited). */
+#define CONFINE_PATH_DEPTH 256
+
+#endif

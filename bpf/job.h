@@ -1,0 +1,34 @@
+/* Per-job state shared by every confine BPF program and the loader.
+ *
+ * A job is identified by the id of its cgroup (the kernfs inode number of the
+ * cgroup directory, which is also what bpf_get_current_cgroup_id() returns).
+ * Every map that holds policy is keyed by that id, so one set of pinned
+ * programs serves all jobs; see docs/design.md, "How a program finds its
+ * job's policy".
+ */
+#ifndef CONFINE_BPF_JOB_H
+#define CONFINE_BPF_JOB_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* confine_job.flags */
+#define CONFINE_JOB_AUDIT 0x1u /* log would-be denials, allow them */
+#define CONFINE_JOB_USERNS 0x2u /* [process] user_namespaces = true */
+
+/* Value of the `jobs` map (key: __u64 cgroup id). */
+struct confine_job {
+    __u32 flags;
+    __u32 pad;
+    __u64 lost; /* events dropped because the job's ring buffer was full */
+};
+
+/* Sizes of the shared maps. A full map makes `confine run` refuse to start
+ * the job, never run it half-confined. */
+#define CONFINE_MAX_JOBS 16384
+#define CONFINE_MAX_FS_RULES 262144
+#define CONFINE_MAX_NET_RULES 65536
+#define CONFINE_RING_BYTES (256 * 1024)
+
+#endif

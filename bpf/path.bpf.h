@@ -1,0 +1,207 @@
+/* Turning a (mount, dentry) pair the kernel resolved into the absolute path
+ * the job's rules talk about. Used by every hook that decides on a file.
+ *
+ * The walk goes dentry -> d_parent up to the task's root, crossing mounts
+ * through struct mount (mnt_mountpoint, mnt_parent), and prepends each name
+ * into a per-CPU scratch buffer. It fails closed: a path deeper than
+ * CONFINE_PATH_DEPTH components, longer than PATH_MAX, or not under the
+ * task's root comes back with a reason instead of a path.
+ */
+#ifndef CONFINE_BPF_PATH_H
+#define CONFINE_BPF_PATH_H
+
+#include "bpf/common.bpf.h"
+#include "bpf/fs.h"
+
+/* From include/linux/mount.h and fs/mount.h, unchanged from 6.1 to 7.1. */
+#define MNT_INTERNAL 0x4000
+#define MNT_NS_INTERNAL ((void *)-22L) /* ERR_PTR(-EINVAL) */
+#define NAME_MAX 255
+
+/* Bounds a variable for the verifier where clang would otherwise fold the
+ * check away. */
+#define bound(var) asm volatile("" : "+r"(var))
+
+/* The path is built back to front in buf[off, CONFINE_PATH_MAX), NUL at
+ * buf[CONFINE_PATH_MAX]; the second half is slack so that masked copies stay
+ * in bounds for the verifier. `key` is room for the rule lookup. */
+struct scratch {
+    __u32 busy;
+    __u32 pad;
+    char buf[2 * CONFINE_PATH_MAX];
+    struct confine_fs_key key;
+};
+
+/* Several slots per CPU: LSM programs run with migration, not preemption,
+ * disabled, so another task may start a walk on this CPU before ours ends.
+ * A walk claims a free slot; none free means deny. */
+#define SCRATCH_SLOTS 4
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, SCRATCH_SLOTS);
+    __type(key, __u32);
+    __type(value, struct scratch);
+} scratch SEC(".maps");
+
+static __always_inline struct scratch *scratch_claim(void)
+{
+    struct scratch *s;
+
+#pragma unroll
+    for (int i = 0; i < SCRATCH_SLOTS; i++) {
+        __u32 slot = i;
+
+        s = bpf_map_lookup_elem(&scratch, &slot);
+        if (s && !__sync_lock_test_and_set(&s->busy, 1))
+            return s;
+    }
+    return NULL;
+}
+
+static __always_inline void scratch_release(struct scratch *s)
+{
+    /* BPF has no store-release; the claim's xchg orders the next user. */
+    asm volatile("" ::: "memory");
+    *(volatile __u32 *)&s->busy = 0;
+}
+
+/* Mounts only the kernel makes: pipes, sockets, memfds, anon inodes
+ * (kern_mount), and the private clones overlayfs opens its layers through
+ * (clone_private_mount), whose opens the kernel makes on behalf of an outer
+ * open that was already decided on the overlay's own path. */
+static __always_inline bool internal_mount(struct vfsmount *mnt)
+{
+    struct mount *m = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
+
+    return (BPF_CORE_READ(mnt, mnt_flags) & MNT_INTERNAL) ||
+           BPF_CORE_READ(m, mnt_ns) == MNT_NS_INTERNAL;
+}
+
+/* ---- the walk ------------------------------------------------------------ */
+
+enum step_status { STEP_MORE = 0, STEP_DONE, STEP_TOO_LONG, STEP_OUTSIDE_ROOT };
+
+struct walk {
+    struct dentry *dentry; /* next component to prepend */
+    struct mount *mnt;     /* the mount dentry is on */
+    struct dentry *root_dentry;
+    struct vfsmount *root_mnt;
+    struct scratch *s;
+    int off;
+    int status;
+};
+
+static long walk_step(__u32 i, void *arg)
+{
+    struct walk *w = arg;
+    struct dentry *d = w->dentry, *parent;
+    struct mount *m = w->mnt, *up;
+    struct vfsmount *vm;
+    const unsigned char *name;
+    __u32 len;
+    int off;
+
+    vm = (void *)m + bpf_core_field_offset(struct mount, mnt);
+    if (d == w->root_dentry && vm == w->root_mnt) {
+        w->status = STEP_DONE;
+        return 1;
+    }
+    if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
+        up = BPF_CORE_READ(m, mnt_parent);
+        if (up == m) {
+            /* Top of a mount tree that isn't the task's root: another
+             * namespace or a detached mount. */
+            w->status = STEP_OUTSIDE_ROOT;
+            return 1;
+        }
+        w->dentry = BPF_CORE_READ(m, mnt_mountpoint);
+        w->mnt = up;
+        return 0;
+    }
+    parent = BPF_CORE_READ(d, d_parent);
+    if (parent == d) {
+        w->status = STEP_OUTSIDE_ROOT;
+        return 1;
+    }
+    name = BPF_CORE_READ(d, d_name.name);
+    len = BPF_CORE_READ(d, d_name.len);
+    off = w->off - (int)len - 1;
+    /* Keep off >= 1 so the finished path plus its NUL fits CONFINE_PATH_MAX. */
+    if (len > NAME_MAX || off < 1) {
+        w->status = STEP_TOO_LONG;
+        return 1;
+    }
+    w->s->buf[off & (CONFINE_PATH_MAX - 1)] = '/';
+    bpf_probe_read_kernel(&w->s->buf[(off + 1) & (CONFINE_PATH_MAX - 1)], len & NAME_MAX, name);
+    w->off = off;
+    w->dentry = parent;
+    return 0;
+}
+
+/* A resolved path: s->buf[off, CONFINE_PATH_MAX), or a fail-closed reason. */
+struct resolved {
+    struct scratch *s;
+    __u32 off;
+    __u8 reason; /* enum confine_reason; POLICY means the path is complete */
+};
+
+/* Walks (dentry, mnt) into a claimed scratch slot. Returns false if no slot
+ * was free; otherwise the caller must scratch_release(r->s). */
+static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt, struct resolved *r)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct walk w = {};
+    struct scratch *s = scratch_claim();
+
+    if (!s)
+        return false;
+    w.dentry = dentry;
+    w.mnt = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
+    w.root_dentry = BPF_CORE_READ(task, fs, root.dentry);
+    w.root_mnt = BPF_CORE_READ(task, fs, root.mnt);
+    w.s = s;
+    w.off = CONFINE_PATH_MAX;
+    s->buf[CONFINE_PATH_MAX] = '\0';
+    bpf_loop(CONFINE_PATH_DEPTH, walk_step, &w, 0);
+
+    if (w.off == CONFINE_PATH_MAX) /* the root itself */
+        s->buf[--w.off] = '/';
+    r->s = s;
+    r->off = w.off & (CONFINE_PATH_MAX - 1);
+    switch (w.status) {
+    case STEP_DONE:
+        r->reason = CONFINE_REASON_POLICY;
+        break;
+    case STEP_MORE: /* the loop ran out of iterations */
+        r->reason = CONFINE_REASON_PATH_TOO_DEEP;
+        break;
+    case STEP_TOO_LONG:
+        r->reason = CONFINE_REASON_PATH_TOO_LONG;
+        break;
+    default:
+        r->reason = CONFINE_REASON_OUTSIDE_ROOT;
+        break;
+    }
+    return true;
+}
+
+static __always_inline __u32 resolved_len(const struct resolved *r)
+{
+    return CONFINE_PATH_MAX - r->off;
+}
+
+/* Copies the resolved path, NUL included, into an event's target. */
+static __always_inline void resolved_to_event(const struct resolved *r, struct confine_event *e,
+                                              __u8 kind)
+{
+    __u32 n = resolved_len(r) + 1;
+
+    bound(n);
+    if (n > CONFINE_PATH_MAX)
+        n = CONFINE_PATH_MAX;
+    bpf_probe_read_kernel(e->target.path, n, &r->s->buf[r->off]);
+    e->target.path[CONFINE_PATH_MAX - 1] = '\0';
+    e->target_kind = kind;
+}
+
+#endif

@@ -1,0 +1,174 @@
+#include "loader/audit.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <ctime>
+
+#include "bpf/job.h"
+
+namespace confine {
+namespace {
+
+const char* op_name(uint16_t op) {
+    switch (op) {
+    case CONFINE_OP_OPEN_READ: return "open_read";
+    case CONFINE_OP_OPEN_WRITE: return "open_write";
+    case CONFINE_OP_EXEC: return "exec";
+    case CONFINE_OP_CREATE: return "create";
+    case CONFINE_OP_MKDIR: return "mkdir";
+    case CONFINE_OP_UNLINK: return "unlink";
+    case CONFINE_OP_RMDIR: return "rmdir";
+    case CONFINE_OP_RENAME: return "rename";
+    case CONFINE_OP_LINK: return "link";
+    case CONFINE_OP_SYMLINK: return "symlink";
+    case CONFINE_OP_SETATTR: return "setattr";
+    case CONFINE_OP_SETXATTR: return "setxattr";
+    case CONFINE_OP_CONNECT: return "connect";
+    case CONFINE_OP_BIND: return "bind";
+    case CONFINE_OP_SENDMSG: return "sendmsg";
+    case CONFINE_OP_USERNS_CREATE: return "userns_create";
+    case CONFINE_OP_PTRACE: return "ptrace";
+    case CONFINE_OP_SIGNAL: return "signal";
+    default: return "unknown";
+    }
+}
+
+const char* reason_name(uint8_t reason) {
+    switch (reason) {
+    case CONFINE_REASON_PATH_TOO_LONG: return "path_too_long";
+    case CONFINE_REASON_PATH_TOO_DEEP: return "path_too_deep";
+    case CONFINE_REASON_OUTSIDE_ROOT: return "outside_root";
+    default: return nullptr;
+    }
+}
+
+int64_t clock_ns(clockid_t c) {
+    timespec ts{};
+    clock_gettime(c, &ts);
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+std::string iso_time(int64_t ns) {
+    time_t secs = ns / 1000000000;
+    tm t{};
+    gmtime_r(&secs, &t);
+    char buf[32];
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &t);
+    return fmt::format("{}.{:06d}Z", buf, (ns % 1000000000) / 1000);
+}
+
+std::string inet_target(const confine_inet& in) {
+    const char* scheme = in.proto == IPPROTO_UDP ? "udp" : "tcp";
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    char buf[INET6_ADDRSTRLEN];
+    if (memcmp(in.addr, mapped, 12) == 0) {
+        inet_ntop(AF_INET, in.addr + 12, buf, sizeof buf);
+        return fmt::format("{}://{}:{}", scheme, buf, in.port);
+    }
+    inet_ntop(AF_INET6, in.addr, buf, sizeof buf);
+    return fmt::format("{}://[{}]:{}", scheme, buf, in.port);
+}
+
+std::string target(const confine_event& e) {
+    switch (e.target_kind) {
+    case CONFINE_TARGET_PATH:
+        return std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
+    case CONFINE_TARGET_INET:
+        return inet_target(e.target.inet);
+    case CONFINE_TARGET_UNIX:
+        return "unix:" + std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
+    case CONFINE_TARGET_UNIX_ABSTRACT:
+        return "unix-abstract:" + std::string(e.target.path, std::min<size_t>(e.target_len, sizeof e.target.path));
+    default:
+        return "";
+    }
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view s) {
+    std::string out = "\"";
+    for (size_t i = 0; i < s.size(); i++) {
+        auto c = static_cast<unsigned char>(s[i]);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20 || c == 0x7f) {
+            out += fmt::format("\\u{:04x}", c);
+        } else if (c < 0x80) {
+            out += static_cast<char>(c);
+        } else {
+            // Pass a well-formed UTF-8 sequence through; escape stray bytes.
+            size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+            bool ok = n && i + n <= s.size();
+            for (size_t j = 1; ok && j < n; j++) ok = (static_cast<unsigned char>(s[i + j]) & 0xc0) == 0x80;
+            if (ok) {
+                out.append(s.substr(i, n));
+                i += n - 1;
+            } else {
+                out += fmt::format("\\u{:04x}", c);
+            }
+        }
+    }
+    return out + "\"";
+}
+
+Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, bool audit_mode) {
+    AuditLog log;
+    if (path.empty()) {
+        log.fd_.reset(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3));
+    } else {
+        log.fd_.reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+    }
+    if (!log.fd_) return fail(Error::sys("audit: opening " + (path.empty() ? "stderr" : path)));
+    log.job_ = std::move(job_id);
+    log.audit_mode_ = audit_mode;
+    log.realtime_offset_ns_ = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+    return log;
+}
+
+std::string AuditLog::format(const confine_event& e) const {
+    std::string comm(e.comm, strnlen(e.comm, sizeof e.comm));
+    std::string line = fmt::format(
+        R"({{"time":"{}","job":{},"cgroup_id":{},"pid":{},"tgid":{},"uid":{},"comm":{},"op":"{}","target":{},"verdict":"{}","mode":"{}")",
+        iso_time(static_cast<int64_t>(e.ktime_ns) + realtime_offset_ns_), json_quote(job_), e.cgroup_id, e.pid,
+        e.tgid, e.uid, json_quote(comm), op_name(e.op), json_quote(target(e)), e.denied ? "deny" : "allow",
+        audit_mode_ ? "audit" : "enforce");
+    if (const char* r = reason_name(e.reason)) line += fmt::format(R"(,"reason":"{}")", r);
+    if (e.target_kind == CONFINE_TARGET_NONE && e.op == CONFINE_OP_CONNECT)
+        line += fmt::format(R"(,"family":{})", e.target_len);
+    return line + "}";
+}
+
+void AuditLog::event(const confine_event& e) { write_line(format(e)); }
+
+void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
+    write_line(fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"lost","count":{}}})",
+                           iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count));
+}
+
+void AuditLog::write_line(std::string line) {
+    line += '\n';
+    // One write per line: O_APPEND keeps lines whole between writers.
+    (void)::write(fd_.get(), line.data(), line.size());
+}
+
+Result<JobRing> JobRing::create(AuditLog& log) {
+    JobRing r;
+    r.map_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "confine_ring", 0, 0, CONFINE_RING_BYTES, nullptr));
+    if (!r.map_) return fail(Error::sys("bpf: creating the job's ring buffer"));
+    auto on_event = [](void* ctx, void* data, size_t size) -> int {
+        if (size >= sizeof(confine_event)) static_cast<AuditLog*>(ctx)->event(*static_cast<confine_event*>(data));
+        return 0;
+    };
+    r.rb_.reset(ring_buffer__new(r.map_.get(), on_event, &log, nullptr));
+    if (!r.rb_) return fail(Error::sys("bpf: opening the job's ring buffer"));
+    return r;
+}
+
+}  // namespace confine

@@ -1,0 +1,55 @@
+// The audit log: every denial (or would-be denial in audit mode) as one JSON
+// line, read from the job's own BPF ring buffer.
+#pragma once
+
+#include <bpf/libbpf.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bpf/audit.h"
+#include "common/error.h"
+#include "common/fd.h"
+
+namespace confine {
+
+class AuditLog {
+public:
+    // `path` empty: standard error. A file is opened for appending.
+    static Result<AuditLog> open(const std::string& path, std::string job_id, bool audit_mode);
+
+    void event(const confine_event& e);
+    void lost(uint64_t cgroup_id, uint64_t count);
+
+    // The JSON line for an event, without the newline (exposed for tests).
+    std::string format(const confine_event& e) const;
+
+private:
+    AuditLog() = default;
+    void write_line(std::string line);
+    Fd fd_;
+    std::string job_;
+    bool audit_mode_ = false;
+    int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at open
+};
+
+// The job's ring buffer: a BPF_MAP_TYPE_RINGBUF map consumed into an AuditLog.
+class JobRing {
+public:
+    static Result<JobRing> create(AuditLog& log);
+
+    int map_fd() const { return map_.get(); }
+    int poll_fd() const { return ring_buffer__epoll_fd(rb_.get()); }
+    void drain() { ring_buffer__consume(rb_.get()); }
+
+private:
+    JobRing() : rb_(nullptr, ring_buffer__free) {}
+    Fd map_;
+    std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> rb_;
+};
+
+// Quotes a string as JSON; bytes that are not valid UTF-8 become \u00XX.
+std::string json_quote(std::string_view s);
+
+}  // namespace confine

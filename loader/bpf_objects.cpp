@@ -1,0 +1,147 @@
+#include "loader/bpf_objects.h"
+
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include <cstdarg>
+#include <memory>
+
+#include "fs.skel.h"
+#include "net.skel.h"
+#include "proc.skel.h"
+
+namespace confine {
+namespace {
+
+bool g_verbose = false;
+std::string g_log;  // recent libbpf output, for error messages
+
+int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
+    if (g_verbose) return vfprintf(stderr, fmt, args);
+    if (level == LIBBPF_DEBUG) return 0;
+    char line[1024];
+    int n = vsnprintf(line, sizeof line, fmt, args);
+    g_log += line;
+    if (g_log.size() > 4096) g_log.erase(0, g_log.size() - 4096);
+    return n;
+}
+
+struct Feature {
+    const char* name;
+    const void* (*elf)(size_t*);
+};
+// Every object whose programs attach to job cgroups.
+const Feature kFeatures[] = {
+    {"fs", fs_bpf__elf_bytes},
+    {"net", net_bpf__elf_bytes},
+    {"proc", proc_bpf__elf_bytes},
+};
+const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules"};
+
+// Pins are per build: objects from another confine version keep serving
+// their own jobs and never meet this build's maps.
+std::string build_tag() {
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+    for (const Feature& f : kFeatures) {
+        size_t n = 0;
+        auto* p = static_cast<const unsigned char*>(f.elf(&n));
+        for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    }
+    char buf[17];
+    snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+}
+
+using ObjectPtr = std::unique_ptr<bpf_object, decltype(&bpf_object__close)>;
+
+Result<void> ensure_dir(const std::string& path) {
+    if (mkdir(path.c_str(), 0700) == 0 || errno == EEXIST) return {};
+    return fail(Error::sys("bpf: mkdir " + path));
+}
+
+Error with_log(Error e) {
+    std::string tail = libbpf_log_tail();
+    if (!tail.empty()) e.message += "\nlibbpf said:\n" + tail;
+    return e;
+}
+
+// Opens one feature object, loading and pinning it unless all of its
+// programs are pinned already. Appends its programs to `progs`.
+Result<void> open_feature(const Feature& f, const std::string& dir, std::vector<CgroupProg>& progs) {
+    size_t size = 0;
+    const void* bytes = f.elf(&size);
+    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = f.name, .pin_root_path = dir.c_str());
+    ObjectPtr obj(bpf_object__open_mem(bytes, size, &opts), bpf_object__close);
+    if (!obj) return fail(with_log(Error::sys(std::string("bpf: opening object ") + f.name)));
+
+    bool pinned = true;
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, obj.get()) {
+        std::string pin = dir + "/" + bpf_program__name(prog);
+        pinned = pinned && access(pin.c_str(), F_OK) == 0;
+    }
+    if (!pinned) {
+        // Maps are created and pinned by name, or reused if already pinned.
+        if (int err = bpf_object__load(obj.get()); err)
+            return fail(with_log(Error::sys(std::string("bpf: loading object ") + f.name, -err)));
+        bpf_object__for_each_program(prog, obj.get()) {
+            std::string pin = dir + "/" + bpf_program__name(prog);
+            unlink(pin.c_str());  // a leftover of an interrupted load
+            if (int err = bpf_program__pin(prog, pin.c_str()); err)
+                return fail(with_log(Error::sys("bpf: pinning " + pin, -err)));
+        }
+    }
+    bpf_object__for_each_program(prog, obj.get()) {
+        std::string pin = dir + "/" + bpf_program__name(prog);
+        Fd fd(bpf_obj_get(pin.c_str()));
+        if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));
+        progs.push_back({bpf_program__name(prog), std::move(fd), bpf_program__expected_attach_type(prog)});
+    }
+    return {};
+}
+
+}  // namespace
+
+void set_libbpf_verbose(bool verbose) {
+    g_verbose = verbose;
+    libbpf_set_print(libbpf_print);
+}
+
+std::string libbpf_log_tail() { return g_log; }
+
+Result<BpfObjects> BpfObjects::open() {
+    struct statfs fs {};
+    if (statfs(kBpffs, &fs) != 0 || fs.f_type != BPF_FS_MAGIC)
+        return fail(Error::msg(std::string("bpf: no bpffs mounted at ") + kBpffs)
+                        .hint(std::string("Mount it: mount -t bpf bpf ") + kBpffs));
+    std::string top = std::string(kBpffs) + "/confine";
+    if (auto r = ensure_dir(top); !r) return fail(r.error());
+
+    // One loader at a time; jobs that find the pins ready only read them.
+    Fd lock(::open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!lock || flock(lock.get(), LOCK_EX) != 0) return fail(Error::sys("bpf: locking " + top));
+
+    BpfObjects o;
+    o.dir_ = top + "/" + build_tag();
+    if (auto r = ensure_dir(o.dir_); !r) return fail(r.error());
+    for (const Feature& f : kFeatures)
+        if (auto r = open_feature(f, o.dir_, o.progs_); !r) return fail(r.error());
+    for (const char* name : kMaps) {
+        std::string pin = o.dir_ + "/" + name;
+        Fd fd(bpf_obj_get(pin.c_str()));
+        if (!fd) return fail(Error::sys("bpf: opening pinned map " + pin));
+        o.maps_.emplace(name, std::move(fd));
+    }
+    return o;
+}
+
+int BpfObjects::map_fd(const std::string& name) const {
+    auto it = maps_.find(name);
+    return it == maps_.end() ? -1 : it->second.get();
+}
+
+}  // namespace confine

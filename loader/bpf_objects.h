@@ -1,0 +1,47 @@
+// The BPF programs and maps of this build, loaded once per machine and
+// pinned in bpffs, shared by every job (see docs/design.md).
+#pragma once
+
+#include <bpf/libbpf.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/fd.h"
+
+namespace confine {
+
+// A program attached to every job's cgroup.
+struct CgroupProg {
+    std::string name;
+    Fd fd;
+    bpf_attach_type type;
+};
+
+class BpfObjects {
+public:
+    // Reuses this build's pinned objects, or loads and pins them on first
+    // use. Serialized by a lock on the pin directory.
+    static Result<BpfObjects> open();
+
+    int map_fd(const std::string& name) const;  // "jobs", "rings", "fs_rules", "net_rules"
+    const std::vector<CgroupProg>& cgroup_progs() const { return progs_; }
+    const std::string& pin_dir() const { return dir_; }
+
+private:
+    std::string dir_;
+    std::map<std::string, Fd> maps_;
+    std::vector<CgroupProg> progs_;
+};
+
+// Routes libbpf's messages: to stderr when verbose, otherwise kept so that a
+// failure can show the last lines (the verifier's verdict).
+void set_libbpf_verbose(bool verbose);
+std::string libbpf_log_tail();
+
+// bpffs root; confine's objects live below <root>/confine/<build tag>/.
+inline constexpr const char* kBpffs = "/sys/fs/bpf";
+
+}  // namespace confine

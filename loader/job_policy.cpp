@@ -1,0 +1,129 @@
+#include "loader/job_policy.h"
+
+#include <bpf/bpf.h>
+
+#include <cstring>
+
+#include "bpf/job.h"
+
+namespace confine {
+namespace {
+
+Result<void> update(const BpfObjects& objs, const char* map, const void* key, const void* value) {
+    if (bpf_map_update_elem(objs.map_fd(map), key, value, BPF_ANY) == 0) return {};
+    int e = errno;
+    Error err = Error::sys(std::string("bpf: adding to map ") + map, e);
+    if (e == E2BIG || e == ENOMEM || e == ENOSPC)
+        return fail(std::move(err).hint("The map is full: too many concurrent jobs or rules; the job was not started"));
+    return fail(err);
+}
+
+}  // namespace
+
+confine_fs_key fs_key(uint64_t cgroup_id, const std::string& prefix) {
+    confine_fs_key k{};
+    k.cgroup_id_lo = static_cast<uint32_t>(cgroup_id);
+    k.cgroup_id_hi = static_cast<uint32_t>(cgroup_id >> 32);
+    // "/" stays "/"; "/usr" becomes "/usr/" so that it matches whole components.
+    std::string enc = prefix == "/" ? prefix : prefix + "/";
+    size_t n = std::min(enc.size(), sizeof k.path);  // compile() refuses longer rules
+    memcpy(k.path, enc.data(), n);
+    k.prefixlen = static_cast<uint32_t>(64 + 8 * n);
+    return k;
+}
+
+confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep) {
+    using Kind = policy::Endpoint::Kind;
+    confine_net_key k{};
+    k.cgroup_id = cgroup_id;
+    switch (ep.kind) {
+    case Kind::Tcp:
+    case Kind::Udp:
+        k.kind = ep.kind == Kind::Tcp ? CONFINE_NET_TCP : CONFINE_NET_UDP;
+        k.port = ep.port;
+        memcpy(k.addr, ep.addr.data(), 16);
+        break;
+    case Kind::Unix:
+        k.kind = CONFINE_NET_UNIX;
+        memcpy(k.addr, ep.name.data(), std::min(ep.name.size(), sizeof k.addr - 1));
+        break;
+    case Kind::UnixAbstract:
+        k.kind = CONFINE_NET_UNIX_ABSTRACT;
+        k.port = static_cast<uint16_t>(std::min(ep.name.size(), sizeof k.addr));
+        memcpy(k.addr, ep.name.data(), k.port);
+        break;
+    }
+    return k;
+}
+
+Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const policy::Compiled& c,
+                                     int ring_fd) {
+    JobPolicy p(objs, id);
+    for (const policy::FsEntry& e : c.fs) {
+        confine_fs_key k = fs_key(id, e.prefix);
+        uint32_t access = e.access;
+        if (auto r = update(objs, "fs_rules", &k, &access); !r) return fail(r.error());
+        p.fs_keys_.push_back(k);
+    }
+    auto add_net = [&](const std::vector<policy::Endpoint>& eps, uint32_t op) -> Result<void> {
+        for (const policy::Endpoint& ep : eps) {
+            confine_net_key k = net_key(id, ep);
+            uint32_t ops = op;
+            uint32_t old = 0;
+            if (bpf_map_lookup_elem(objs.map_fd("net_rules"), &k, &old) == 0) ops |= old;
+            if (auto r = update(objs, "net_rules", &k, &ops); !r) return r;
+            p.net_keys_.push_back(k);
+        }
+        return {};
+    };
+    if (auto r = add_net(c.connect, CONFINE_NET_CONNECT); !r) return fail(r.error());
+    if (auto r = add_net(c.bind, CONFINE_NET_BIND); !r) return fail(r.error());
+
+    uint32_t ring = static_cast<uint32_t>(ring_fd);
+    if (auto r = update(objs, "rings", &id, &ring); !r) return fail(r.error());
+    p.ring_ = true;
+
+    // Last: a program that finds no job entry denies, so a job is never
+    // half-installed in the permissive direction.
+    confine_job job{};
+    if (c.mode == policy::Mode::Audit) job.flags |= CONFINE_JOB_AUDIT;
+    if (c.user_namespaces) job.flags |= CONFINE_JOB_USERNS;
+    if (auto r = update(objs, "jobs", &id, &job); !r) return fail(r.error());
+    p.job_ = true;
+    return p;
+}
+
+JobPolicy::JobPolicy(JobPolicy&& o) noexcept
+    : objs_(o.objs_), id_(o.id_), fs_keys_(std::move(o.fs_keys_)), net_keys_(std::move(o.net_keys_)),
+      ring_(std::exchange(o.ring_, false)), job_(std::exchange(o.job_, false)) {
+    o.fs_keys_.clear();
+    o.net_keys_.clear();
+}
+
+JobPolicy::~JobPolicy() {
+    if (job_) bpf_map_delete_elem(objs_->map_fd("jobs"), &id_);
+    if (ring_) bpf_map_delete_elem(objs_->map_fd("rings"), &id_);
+    for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd("fs_rules"), &k);
+    for (auto& k : net_keys_) bpf_map_delete_elem(objs_->map_fd("net_rules"), &k);
+}
+
+uint64_t JobPolicy::lost() const {
+    confine_job job{};
+    if (bpf_map_lookup_elem(objs_->map_fd("jobs"), &id_, &job) != 0) return 0;
+    return job.lost;
+}
+
+Result<void> attach_programs(const BpfObjects& objs, int cgroup_fd) {
+    for (const CgroupProg& p : objs.cgroup_progs()) {
+        if (bpf_prog_attach(p.fd.get(), cgroup_fd, p.type, BPF_F_ALLOW_MULTI) == 0) continue;
+        Error e = Error::sys("bpf: attaching program " + p.name + " to the job's cgroup");
+        if (errno == EINVAL)
+            return fail(std::move(e).hint(
+                "The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "
+                "can carry lsm_cgroup programs machine-wide"));
+        return fail(e);
+    }
+    return {};
+}
+
+}  // namespace confine

@@ -1,0 +1,48 @@
+// A job's policy inside the shared BPF maps, keyed by its cgroup id, and the
+// programs attached to its cgroup.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bpf/fs.h"
+#include "bpf/net.h"
+#include "common/error.h"
+#include "loader/bpf_objects.h"
+#include "policy/policy.h"
+
+namespace confine {
+
+class JobPolicy {
+public:
+    // Writes the compiled policy and the job's ring buffer into the maps.
+    // Fails (and leaves nothing behind) if a map is full.
+    static Result<JobPolicy> install(const BpfObjects& objs, uint64_t cgroup_id,
+                                     const policy::Compiled& compiled, int ring_fd);
+
+    JobPolicy(JobPolicy&& o) noexcept;
+    JobPolicy& operator=(JobPolicy&&) = delete;
+    ~JobPolicy();  // removes every entry install() wrote
+
+    // Events the job's ring buffer had no room for, so far.
+    uint64_t lost() const;
+
+private:
+    JobPolicy(const BpfObjects& objs, uint64_t id) : objs_(&objs), id_(id) {}
+    const BpfObjects* objs_;
+    uint64_t id_;
+    std::vector<confine_fs_key> fs_keys_;
+    std::vector<confine_net_key> net_keys_;
+    bool ring_ = false, job_ = false;
+};
+
+// Attaches every job program to the cgroup. The attachments live as long as
+// the cgroup: they go when it is removed, and stay if confine dies, so the
+// job never runs unconfined.
+Result<void> attach_programs(const BpfObjects& objs, int cgroup_fd);
+
+// Encodes a rule prefix into its LPM key (exposed for tests).
+confine_fs_key fs_key(uint64_t cgroup_id, const std::string& prefix);
+confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep);
+
+}  // namespace confine

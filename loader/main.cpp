@@ -1,0 +1,106 @@
+// confine: run a command confined by BPF-LSM programs attached to its cgroup.
+#include <fmt/format.h>
+#include <getopt.h>
+
+#include <cstring>
+#include <string>
+
+#include "loader/bpf_objects.h"
+#include "loader/probe.h"
+#include "loader/run.h"
+#include "policy/policy.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage:
+  confine run [--policy FILE] [--workdir DIR] [--user USER] [--mode enforce|audit]
+              [--audit-log FILE] [--job-id ID] [--allow-root] [--keep-dirs]
+              [--print-policy] [-v] -- CMD [ARG...]
+  confine probe [-v]     can this kernel enforce? exit 0, or explain and exit 1
+  confine check FILE     validate a policy; errors as FILE:LINE:COL: message
+)";
+
+int usage_error(const std::string& what) {
+    fmt::print(stderr, "confine: {}\n{}", what, kUsage);
+    return confine::kExitFailure;
+}
+
+int cmd_run(int argc, char** argv) {
+    confine::RunOptions o;
+    bool verbose = false;
+    enum { kPolicy = 256, kWorkdir, kUser, kMode, kAuditLog, kJobId, kAllowRoot, kPrintPolicy, kKeepDirs };
+    static const option longopts[] = {
+        {"policy", required_argument, nullptr, kPolicy},
+        {"workdir", required_argument, nullptr, kWorkdir},
+        {"user", required_argument, nullptr, kUser},
+        {"mode", required_argument, nullptr, kMode},
+        {"audit-log", required_argument, nullptr, kAuditLog},
+        {"job-id", required_argument, nullptr, kJobId},
+        {"allow-root", no_argument, nullptr, kAllowRoot},
+        {"print-policy", no_argument, nullptr, kPrintPolicy},
+        {"keep-dirs", no_argument, nullptr, kKeepDirs},
+        {"verbose", no_argument, nullptr, 'v'},
+        {nullptr, 0, nullptr, 0},
+    };
+    int c;
+    // '+': stop at the first non-option, so CMD's own options stay its own.
+    while ((c = getopt_long(argc, argv, "+v", longopts, nullptr)) != -1) {
+        switch (c) {
+        case kPolicy: o.policy_file = optarg; break;
+        case kWorkdir: o.workdir = optarg; break;
+        case kUser: o.user = optarg; break;
+        case kMode:
+            if (strcmp(optarg, "enforce") == 0) o.mode = confine::policy::Mode::Enforce;
+            else if (strcmp(optarg, "audit") == 0) o.mode = confine::policy::Mode::Audit;
+            else return usage_error(fmt::format("--mode must be enforce or audit, not '{}'", optarg));
+            break;
+        case kAuditLog: o.audit_log = optarg; break;
+        case kJobId: o.job_id = optarg; break;
+        case kAllowRoot: o.allow_root = true; break;
+        case kPrintPolicy: o.print_policy = true; break;
+        case kKeepDirs: o.keep_dirs = true; break;
+        case 'v': verbose = true; break;
+        default: return usage_error("run: bad option");
+        }
+    }
+    for (int i = optind; i < argc; i++) o.command.push_back(argv[i]);
+    confine::set_libbpf_verbose(verbose);
+    return confine::run(o);
+}
+
+int cmd_probe(int argc, char** argv) {
+    bool verbose = argc > 1 && (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--verbose") == 0);
+    confine::set_libbpf_verbose(verbose);
+    if (auto r = confine::probe(); !r) {
+        fmt::print(stderr, "confine: {}\n", r.error().message);
+        return 1;
+    }
+    fmt::print("confine: this kernel can enforce (BPF LSM active, lsm_cgroup programs load and attach)\n");
+    return 0;
+}
+
+int cmd_check(int argc, char** argv) {
+    if (argc != 2) return usage_error("check: expected exactly one FILE");
+    auto p = confine::policy::parse_file(argv[1]);
+    if (!p) {
+        fmt::print(stderr, "{}\n", p.error().message);
+        return 1;
+    }
+    fmt::print("{}: ok\n", argv[1]);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) return usage_error("missing command");
+    std::string cmd = argv[1];
+    if (cmd == "run") return cmd_run(argc - 1, argv + 1);
+    if (cmd == "probe") return cmd_probe(argc - 1, argv + 1);
+    if (cmd == "check") return cmd_check(argc - 1, argv + 1);
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+        fmt::print("{}", kUsage);
+        return 0;
+    }
+    return usage_error("unknown command '" + cmd + "'");
+}

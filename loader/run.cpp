@@ -1,0 +1,266 @@
+#include "loader/run.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "loader/audit.h"
+#include "loader/bpf_objects.h"
+#include "loader/cgroup.h"
+#include "loader/job_policy.h"
+#include "loader/launch.h"
+#include "loader/probe.h"
+
+extern char** environ;
+
+namespace confine {
+namespace {
+
+struct User {
+    uid_t uid;
+    gid_t gid;
+    std::string name, home;
+    std::vector<gid_t> groups;
+};
+
+Result<User> lookup_user(const passwd* pw, const std::string& what) {
+    if (!pw) return fail(Error::msg("run: no such user: " + what).hint("Pass an existing --user"));
+    User u{pw->pw_uid, pw->pw_gid, pw->pw_name, pw->pw_dir, {}};
+    int n = 64;
+    u.groups.resize(n);
+    if (getgrouplist(pw->pw_name, pw->pw_gid, u.groups.data(), &n) < 0) {
+        u.groups.resize(n);
+        getgrouplist(pw->pw_name, pw->pw_gid, u.groups.data(), &n);
+    }
+    u.groups.resize(n);
+    return u;
+}
+
+// --user, else the sudo caller, else the current user (root: refused
+// unless --allow-root).
+Result<User> target_user(const RunOptions& o) {
+    Result<User> u = fail(Error::msg(""));
+    if (!o.user.empty()) {
+        char* end = nullptr;
+        unsigned long id = strtoul(o.user.c_str(), &end, 10);
+        u = lookup_user(*end == '\0' ? getpwuid(static_cast<uid_t>(id)) : getpwnam(o.user.c_str()), o.user);
+    } else if (const char* sudo_uid = getenv("SUDO_UID")) {
+        u = lookup_user(getpwuid(static_cast<uid_t>(strtoul(sudo_uid, nullptr, 10))), sudo_uid);
+        if (u)
+            if (const char* sudo_gid = getenv("SUDO_GID")) u->gid = static_cast<gid_t>(strtoul(sudo_gid, nullptr, 10));
+    } else {
+        u = lookup_user(getpwuid(getuid()), std::to_string(getuid()));
+    }
+    if (u && u->uid == 0 && !o.allow_root)
+        return fail(Error::msg("run: refusing to run the job as root")
+                        .hint("Pass --user USER, run confine through sudo, or pass --allow-root"));
+    return u;
+}
+
+std::string random_job_id() {
+    std::random_device rd;
+    return fmt::format("job-{:08x}{:04x}", rd(), rd() & 0xffff);
+}
+
+bool valid_job_id(const std::string& id) {
+    if (id.empty() || id.size() > 64 || id[0] == '.') return false;
+    for (char c : id)
+        if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+    return true;
+}
+
+// The job's private HOME and TMPDIR: <TMPDIR>/confine-<job>.XXXXXX/{home,tmp}.
+class PrivateDirs {
+public:
+    static Result<PrivateDirs> create(const std::string& job, const User& u, bool keep) {
+        const char* base = getenv("TMPDIR");
+        std::string tmpl = fmt::format("{}/confine-{}.XXXXXX", base && *base ? base : "/tmp", job);
+        if (!mkdtemp(tmpl.data())) return fail(Error::sys("run: creating a private directory in " + tmpl));
+        PrivateDirs d;
+        d.root_ = tmpl;
+        d.keep_ = keep;
+        if (chmod(d.root_.c_str(), 0711) != 0) return fail(Error::sys("run: chmod " + d.root_));
+        for (const std::string& dir : {d.home(), d.tmp()})
+            if (mkdir(dir.c_str(), 0700) != 0 || chown(dir.c_str(), u.uid, u.gid) != 0)
+                return fail(Error::sys("run: creating " + dir));
+        return d;
+    }
+    PrivateDirs(PrivateDirs&& o) noexcept : root_(std::exchange(o.root_, "")), keep_(o.keep_) {}
+    PrivateDirs& operator=(PrivateDirs&&) = delete;
+    ~PrivateDirs() {
+        // remove_all never follows the symlinks the job may have left.
+        std::error_code ec;
+        if (!root_.empty() && !keep_) std::filesystem::remove_all(root_, ec);
+    }
+    std::string home() const { return root_ + "/home"; }
+    std::string tmp() const { return root_ + "/tmp"; }
+
+private:
+    PrivateDirs() = default;
+    std::string root_;
+    bool keep_ = false;
+};
+
+std::vector<std::string> job_environment(const policy::Compiled& c, const std::string& home,
+                                         const std::string& tmp) {
+    std::vector<std::string> env;
+    for (const std::string& name : c.env_keep)
+        if (const char* v = getenv(name.c_str())) env.push_back(name + "=" + v);
+    for (const auto& [name, value] : c.env_set) env.push_back(name + "=" + value);
+    env.push_back("HOME=" + home);
+    env.push_back("TMPDIR=" + tmp);
+    return env;
+}
+
+Result<std::string> resolve_workdir(const std::string& dir) {
+    char buf[PATH_MAX];
+    if (!realpath(dir.empty() ? "." : dir.c_str(), buf)) return fail(Error::sys("run: workdir " + dir));
+    struct stat st {};
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        return fail(Error::msg(fmt::format("run: workdir {} is not a directory", buf)));
+    return std::string(buf);
+}
+
+// Waits for the job's main process while writing its audit events, and
+// forwards termination requests to it.
+int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog& log, uint64_t cgid) {
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
+    Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
+
+    uint64_t reported_lost = 0;
+    for (;;) {
+        pollfd fds[3] = {{child.pidfd.get(), POLLIN, 0}, {ring.poll_fd(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
+        if (poll(fds, 3, 1000) < 0 && errno != EINTR) break;
+        ring.drain();
+        if (uint64_t lost = pol.lost(); lost > reported_lost) {
+            log.lost(cgid, lost - reported_lost);
+            reported_lost = lost;
+        }
+        if (fds[2].revents & POLLIN) {
+            signalfd_siginfo si{};
+            while (read(sfd.get(), &si, sizeof si) == sizeof si) {
+                // The terminal already sends SIGINT/SIGQUIT to the job's
+                // process group; pass on what was sent to confine alone.
+                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP) kill(child.pid, static_cast<int>(si.ssi_signo));
+            }
+        }
+        if (fds[0].revents & POLLIN) break;
+    }
+    return wait_status(child);
+}
+
+void print_error(const Error& e) { fmt::print(stderr, "confine: {}\n", e.message); }
+
+}  // namespace
+
+int run(const RunOptions& o) {
+    auto pol = o.policy_file.empty() ? Result<policy::Policy>(policy::default_policy())
+                                     : policy::parse_file(o.policy_file);
+    if (!pol) {
+        fmt::print(stderr, "{}\n", pol.error().message);
+        return kExitFailure;
+    }
+    if (o.mode) pol->mode = *o.mode;
+    std::string job = o.job_id.empty() ? random_job_id() : o.job_id;
+    if (!valid_job_id(job)) {
+        print_error(Error::msg("run: invalid --job-id '" + job + "'").hint("Use 1-64 of [A-Za-z0-9._-]"));
+        return kExitFailure;
+    }
+    auto user = target_user(o);
+    auto workdir = resolve_workdir(o.workdir);
+    for (const Error* e : {user ? nullptr : &user.error(), workdir ? nullptr : &workdir.error()})
+        if (e) {
+            print_error(*e);
+            return kExitFailure;
+        }
+
+    if (o.print_policy) {
+        std::string base = fmt::format("/tmp/confine-{}.XXXXXX", job);
+        auto compiled = policy::compile(*pol, {*workdir, base + "/home", base + "/tmp", user->home});
+        if (!compiled) {
+            print_error(compiled.error());
+            return kExitFailure;
+        }
+        fmt::print("{}", policy::render(*compiled));
+        return 0;
+    }
+    if (o.command.empty()) {
+        print_error(Error::msg("run: no command").hint("Usage: confine run [OPTIONS] -- CMD [ARG...]"));
+        return kExitFailure;
+    }
+
+    // Every step below must succeed before the job exists: nothing runs
+    // half-confined.
+    if (auto r = check_kernel(); !r) {
+        print_error(r.error());
+        return kExitFailure;
+    }
+    auto objs = BpfObjects::open();
+    if (!objs) {
+        print_error(explain_load_failure(objs.error()));
+        return kExitFailure;
+    }
+    auto dirs = PrivateDirs::create(job, *user, o.keep_dirs);
+    if (!dirs) {
+        print_error(dirs.error());
+        return kExitFailure;
+    }
+    auto compiled = policy::compile(*pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
+    if (!compiled) {
+        print_error(compiled.error());
+        return kExitFailure;
+    }
+    auto log = AuditLog::open(o.audit_log, job, compiled->mode == policy::Mode::Audit);
+    if (!log) {
+        print_error(log.error());
+        return kExitFailure;
+    }
+    auto ring = JobRing::create(*log);
+    auto cg = ring ? JobCgroup::create(job) : fail(ring.error());
+    auto installed = cg ? JobPolicy::install(*objs, cg->id(), *compiled, ring->map_fd()) : fail(cg.error());
+    auto attached = installed ? attach_programs(*objs, cg->fd()) : fail(installed.error());
+    if (!attached) {
+        print_error(attached.error());
+        return kExitFailure;
+    }
+
+    // Signals that should end the job reach confine through a signalfd;
+    // blocked from here on so none is lost between spawn and poll.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
+    sigprocmask(SIG_BLOCK, &sigs, nullptr);
+
+    LaunchSpec spec{o.command, job_environment(*compiled, dirs->home(), dirs->tmp()), *workdir,
+                    user->uid, user->gid, user->groups, cg->fd()};
+    int status;
+    if (auto child = spawn(spec); child) {
+        status = supervise(*child, *ring, *installed, *log, cg->id());
+    } else {
+        print_error(child.error());
+        status = child.error().err == ENOENT ? kExitNotFound : kExitCannotRun;
+    }
+
+    if (auto r = cg->kill_and_remove(); !r) {
+        print_error(r.error());
+        status = kExitFailure;
+    }
+    ring->drain();
+    if (uint64_t lost = installed->lost(); lost) log->lost(cg->id(), lost);
+    return status;
+}
+
+}  // namespace confine

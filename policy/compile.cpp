@@ -1,0 +1,331 @@
+// Policy compiler: turns the rules of a policy into the table the BPF side
+// looks up, one entry per path prefix holding the effective access there.
+//
+// The kernel hook sees a path after the kernel has resolved it, so rules are
+// resolved the same way here (variables, then symlinks), and the routing-table
+// precedence is computed once, here, instead of at every access.
+#include <arpa/inet.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bpf/fs.h"
+#include "policy/policy.h"
+
+namespace confine::policy {
+
+static_assert(kRead == CONFINE_FS_READ && kWrite == CONFINE_FS_WRITE && kExec == CONFINE_FS_EXEC);
+
+namespace {
+
+// Ascending order is the tie-break: at the same path the later kind wins.
+enum class Kind { Read, Write, DenyWrite, Deny };
+
+uint8_t access_of(Kind k) {
+    switch (k) {
+        case Kind::Read:
+            return kRead;
+        case Kind::Write:
+            return kRead | kWrite;
+        case Kind::DenyWrite:
+            return kRead;
+        case Kind::Deny:
+            return 0;
+    }
+    return 0;
+}
+
+struct Rule {
+    std::string prefix;  // resolved
+    Kind kind;
+};
+
+// Matching is on whole components: "/home/u" covers "/home/u/x", not "/home/user".
+bool covers(std::string_view rule, std::string_view path) {
+    if (rule == "/") return true;
+    return path.starts_with(rule) && (path.size() == rule.size() || path[rule.size()] == '/');
+}
+
+class Compiler {
+public:
+    Compiler(const Policy& p, const Vars& vars) : policy_(p), vars_(vars) {}
+
+    // The rule's path with its variable replaced, lexically normalized,
+    // symlinks resolved, and checked to fit the BPF key.
+    Result<std::string> resolve_rule(const PathRule& rule) {
+        auto expanded = expand(rule);
+        if (!expanded) return fail(std::move(expanded.error()));
+        auto normal = normalize(*expanded);
+        if (!normal && rule.path.find("/..") != std::string::npos)
+            return fail(error(rule, fmt::format("rule '{}' contains '..'", rule.path)));
+        if (!normal)  // from the variable's value
+            return fail(error(rule, fmt::format("rule '{}' expands to '{}', which contains '..'",
+                                                rule.path, *expanded)));
+        auto real = resolve(*normal, rule);
+        if (!real) return real;
+        // The key holds the path plus a trailing '/' ("/" stays "/").
+        size_t key_len = *real == "/" ? 1 : real->size() + 1;
+        if (key_len > CONFINE_RULE_PATH_MAX)
+            return fail(error(
+                rule, fmt::format("rule '{}' resolves to a path of {} bytes ('{}...'); rule paths "
+                                  "may have at most {} bytes (CONFINE_RULE_PATH_MAX is {} with "
+                                  "the trailing '/')",
+                                  rule.path, real->size(), real->substr(0, 40),
+                                  CONFINE_RULE_PATH_MAX - 1, CONFINE_RULE_PATH_MAX)));
+        return real;
+    }
+
+private:
+    // "FILE:LINE:COL: message", as parse errors read.
+    Error error(const PathRule& rule, Error e) const {
+        e.message = Diagnostic{policy_.source, rule.where, std::move(e.message)}.str();
+        return e;
+    }
+    Error error(const PathRule& rule, std::string message) const {
+        return error(rule, Error::msg(std::move(message)));
+    }
+
+    Result<std::string> expand(const PathRule& rule) const {
+        const std::string& p = rule.path;
+        if (!p.starts_with('{')) {
+            if (!p.starts_with('/'))
+                return fail(error(rule, fmt::format("rule '{}' is not an absolute path", p)));
+            return p;
+        }
+        size_t close = p.find('}');
+        std::string_view name =
+            std::string_view(p).substr(1, close == std::string::npos ? 0 : close - 1);
+        const std::string* value = name == "workdir"     ? &vars_.workdir
+                                   : name == "home"      ? &vars_.home
+                                   : name == "tmp"       ? &vars_.tmp
+                                   : name == "user_home" ? &vars_.user_home
+                                                         : nullptr;
+        if (close == std::string::npos || !value)
+            return fail(error(rule, fmt::format("rule '{}' uses an unknown variable", p)));
+        if (!value->starts_with('/'))
+            return fail(error(rule, fmt::format("rule '{}': {{{}}} is '{}', not an absolute path",
+                                                p, name, *value)));
+        return *value + p.substr(close + 1);
+    }
+
+    // Drops empty and '.' components and a trailing '/'. A '..' yields
+    // nothing: lexically it would be wrong across symlinks, and no rule needs it.
+    static std::optional<std::string> normalize(const std::string& path) {
+        std::string out;
+        for (size_t i = 0; i < path.size();) {
+            size_t end = std::min(path.find('/', i), path.size());
+            std::string_view comp = std::string_view(path).substr(i, end - i);
+            i = end + 1;
+            if (comp.empty() || comp == ".") continue;
+            if (comp == "..") return std::nullopt;
+            out += '/';
+            out += comp;
+        }
+        return out.empty() ? "/" : out;
+    }
+
+    // realpath(3) resolves the longest existing prefix; the rest is kept as
+    // written so rules cover paths created later. A dangling symlink at the
+    // boundary is followed by hand: the kernel would create its target.
+    Result<std::string> resolve(const std::string& path, const PathRule& rule,
+                                int links = 0) const {
+        std::string head = path, tail;
+        for (;;) {
+            std::unique_ptr<char, decltype(&std::free)> real(realpath(head.c_str(), nullptr),
+                                                             &std::free);
+            int err = errno;
+            if (real) {
+                head = real.get();
+                break;
+            }
+            if ((err != ENOENT && err != ENOTDIR) || head == "/")
+                return fail(error(
+                    rule, Error::sys(fmt::format("rule '{}': realpath {}", rule.path, head), err)));
+            size_t slash = head.rfind('/');
+            tail = head.substr(slash) + tail;
+            head = slash == 0 ? "/" : head.substr(0, slash);
+        }
+        if (tail.empty()) return head;
+
+        std::string base = head == "/" ? "" : head;
+        size_t end = tail.find('/', 1);
+        std::string first = base + tail.substr(0, end);
+        std::string rest = end == std::string::npos ? "" : tail.substr(end);
+        struct stat st;
+        if (lstat(first.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+            if (links >= 40)
+                return fail(error(rule, Error::sys(fmt::format("rule '{}'", rule.path), ELOOP)));
+            char target[PATH_MAX];
+            ssize_t n = readlink(first.c_str(), target, sizeof target - 1);
+            if (n < 0)
+                return fail(error(
+                    rule, Error::sys(fmt::format("rule '{}': readlink {}", rule.path, first))));
+            std::string t(target, static_cast<size_t>(n));
+            std::string next = (t.starts_with('/') ? t : base + "/" + t) + rest;
+            return resolve(next, rule, links + 1);
+        }
+        // What doesn't exist can't hold symlinks, but it may hold '.' or '..'
+        // that came from a symlink's target.
+        auto normal = normalize(base + tail);
+        if (!normal)
+            return fail(error(rule, fmt::format("rule '{}' resolves to '{}', which contains '..' "
+                                                "after its existing part",
+                                                rule.path, base + tail)));
+        return std::move(*normal);
+    }
+
+    const Policy& policy_;
+    const Vars& vars_;
+};
+
+std::string quote(std::string_view s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\')
+            out += fmt::format("\\{}", static_cast<char>(c));
+        else if (c < 0x20 || c == 0x7f)
+            out += fmt::format("\\u{:04x}", c);
+        else
+            out += static_cast<char>(c);
+    }
+    return out + "\"";
+}
+
+// The canonical form of an endpoint: IPv4-mapped addresses print as IPv4.
+std::string endpoint_text(const Endpoint& e) {
+    switch (e.kind) {
+        case Endpoint::Kind::Unix:
+            return "unix:" + e.name;
+        case Endpoint::Kind::UnixAbstract:
+            return "unix-abstract:" + e.name;
+        case Endpoint::Kind::Tcp:
+        case Endpoint::Kind::Udp:
+            break;
+    }
+    const char* scheme = e.kind == Endpoint::Kind::Tcp ? "tcp" : "udp";
+    static constexpr uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    char buf[INET6_ADDRSTRLEN];
+    if (std::equal(std::begin(v4_mapped), std::end(v4_mapped), e.addr.begin())) {
+        inet_ntop(AF_INET, e.addr.data() + 12, buf, sizeof buf);
+        return fmt::format("{}://{}:{}", scheme, buf, e.port);
+    }
+    inet_ntop(AF_INET6, e.addr.data(), buf, sizeof buf);
+    return fmt::format("{}://[{}]:{}", scheme, buf, e.port);
+}
+
+std::string access_text(uint8_t a) {
+    std::string out;
+    for (auto [bit, name] : {std::pair{kRead, "read"}, {kWrite, "write"}, {kExec, "exec"}}) {
+        if (!(a & bit)) continue;
+        if (!out.empty()) out += ',';
+        out += name;
+    }
+    return out.empty() ? "none" : out;
+}
+
+std::string string_list(const std::vector<std::string>& items) {
+    std::string out = "[";
+    for (const auto& s : items) out += (out.size() > 1 ? ", " : "") + quote(s);
+    return out + "]";
+}
+
+}  // namespace
+
+Result<Compiled> compile(const Policy& p, const Vars& vars) {
+    Compiler compiler(p, vars);
+    std::vector<Rule> rw;
+    std::vector<std::string> exec;
+    for (auto [rules, kind] : {std::pair{&p.fs.read, Kind::Read},
+                               {&p.fs.write, Kind::Write},
+                               {&p.fs.deny_write, Kind::DenyWrite},
+                               {&p.fs.deny, Kind::Deny}}) {
+        for (const PathRule& r : *rules) {
+            auto prefix = compiler.resolve_rule(r);
+            if (!prefix) return fail(std::move(prefix.error()));
+            rw.push_back({std::move(*prefix), kind});
+        }
+    }
+    if (p.fs.exec) {
+        for (const PathRule& r : *p.fs.exec) {
+            auto prefix = compiler.resolve_rule(r);
+            if (!prefix) return fail(std::move(prefix.error()));
+            exec.push_back(std::move(*prefix));
+        }
+    }
+
+    std::vector<std::string> prefixes;
+    for (const Rule& r : rw) prefixes.push_back(r.prefix);
+    prefixes.insert(prefixes.end(), exec.begin(), exec.end());
+    std::sort(prefixes.begin(), prefixes.end());
+    prefixes.erase(std::unique(prefixes.begin(), prefixes.end()), prefixes.end());
+
+    Compiled c;
+    for (std::string& prefix : prefixes) {
+        // Longest covering rule wins; at equal length (the same path) the
+        // strongest kind does.
+        const Rule* best = nullptr;
+        for (const Rule& r : rw) {
+            if (!covers(r.prefix, prefix)) continue;
+            if (!best || r.prefix.size() > best->prefix.size() ||
+                (r.prefix.size() == best->prefix.size() && r.kind > best->kind))
+                best = &r;
+        }
+        uint8_t access = best ? access_of(best->kind) : 0;
+        bool exec_allowed = !p.fs.exec || std::any_of(exec.begin(), exec.end(), [&](const auto& e) {
+            return covers(e, prefix);
+        });
+        if ((access & kRead) && exec_allowed) access |= kExec;
+        c.fs.push_back({std::move(prefix), access});
+    }
+
+    c.mode = p.mode;
+    c.connect = p.net.connect;
+    c.bind = p.net.bind;
+    c.user_namespaces = p.user_namespaces;
+    c.env_keep = p.env_keep;
+    c.env_set = p.env_set;
+    return c;
+}
+
+std::string render(const Compiled& c) {
+    std::string out =
+        "# Effective policy: the longest matching path wins; paths not listed are denied.\n";
+    out += fmt::format("mode = \"{}\"\n", c.mode == Mode::Enforce ? "enforce" : "audit");
+
+    out += "\n[filesystem]\n";
+    size_t width = 0;
+    for (const auto& e : c.fs) width = std::max(width, e.prefix.size());
+    for (const auto& e : c.fs)
+        out += fmt::format("{:<{}}  {}\n", e.prefix, width, access_text(e.access));
+
+    std::vector<std::string> connect, bind;
+    for (const auto& e : c.connect) connect.push_back(endpoint_text(e));
+    for (const auto& e : c.bind) bind.push_back(endpoint_text(e));
+    out += "\n[network]\n";
+    out += "connect = " + string_list(connect) + "\n";
+    out += "bind = " + string_list(bind) + "\n";
+
+    out += "\n[process]\n";
+    out += fmt::format("user_namespaces = {}\n", c.user_namespaces);
+
+    out += "\n[env]\n";
+    out += "keep = " + string_list(c.env_keep) + "\n";
+    out += "set = {";
+    for (size_t i = 0; i < c.env_set.size(); ++i)
+        out +=
+            fmt::format("{} {} = {}", i ? "," : "", c.env_set[i].first, quote(c.env_set[i].second));
+    out += c.env_set.empty() ? "}\n" : " }\n";
+    return out;
+}
+
+}  // namespace confine::policy

@@ -1,0 +1,70 @@
+// The embedded default policy of the contract, used when `confine run` gets
+// no --policy. It is kept as TOML text and goes through the same parser as a
+// user's policy, so it can be shown, copied and edited as a starting point.
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "policy/policy.h"
+
+namespace confine::policy {
+
+namespace {
+
+constexpr std::string_view kDefaultPolicy = R"(# confine's embedded default policy.
+version = 1
+mode = "enforce"
+
+[filesystem]
+# The system, read-only. Paths missing on this machine (/nix/store, /lib32)
+# are harmless: their rules simply never match.
+read = [
+  "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+  "/etc", "/opt", "/nix/store",
+  "/proc", "/sys", "/dev/random", "/dev/urandom",
+]
+# The job's own tree, plus the device nodes every shell writes to
+# (`> /dev/null`, the terminal, new ptys): writing them changes no file.
+write = [
+  "{workdir}", "{home}", "{tmp}",
+  "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx",
+]
+# A hostile checkout must not plant hooks or config that run code later,
+# even before these exist.
+deny_write = ["{workdir}/.git/hooks", "{workdir}/.git/config"]
+# The real account home holds credentials. Longer rules inside it, such as a
+# workdir under it, still win.
+deny = ["{user_home}"]
+
+[network]
+# Nothing but the job's own loopback, which is always allowed.
+connect = []
+bind = []
+
+[process]
+user_namespaces = false
+
+[env]
+# Enough for tools to find programs, pick a locale and drive the terminal;
+# anything secret (tokens, SSH_AUTH_SOCK) stays out. HOME and TMPDIR are
+# always set by confine.
+keep = ["PATH", "LANG", "LC_ALL", "TERM"]
+)";
+
+}  // namespace
+
+std::string_view default_policy_text() { return kDefaultPolicy; }
+
+Policy default_policy() {
+    auto p = parse(kDefaultPolicy, "<default>");
+    if (!p) {
+        // A build whose own default doesn't parse must not run any job.
+        for (const auto& d : p.error()) fmt::print(stderr, "confine: {}\n", d.str());
+        fmt::print(stderr, "confine: the embedded default policy is invalid\n");
+        std::abort();
+    }
+    return std::move(*p);
+}
+
+}  // namespace confine::policy

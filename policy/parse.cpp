@@ -1,0 +1,456 @@
+// Policy file parser: the contract's TOML schema, checked strictly. Every
+// unknown key or wrong type is reported, since a typo in a security policy
+// that is silently ignored would quietly widen or narrow what a job may do.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "common/fd.h"
+#include "policy/policy.h"
+
+namespace confine::policy {
+
+std::string Diagnostic::str() const {
+    if (where.line <= 0) return fmt::format("{}: {}", file, message);
+    return fmt::format("{}:{}:{}: {}", file, where.line, where.col, message);
+}
+
+namespace {
+
+// sun_path holds 108 bytes: a path needs its NUL, an abstract name its
+// leading NUL, so both get 107.
+constexpr size_t kUnixNameMax = sizeof(sockaddr_un{}.sun_path) - 1;
+
+Location location(const toml::source_region& r) {
+    return {static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
+}
+
+std::string join(std::initializer_list<std::string_view> names) {
+    std::string out;
+    for (auto n : names) {
+        if (!out.empty()) out += ", ";
+        out += n;
+    }
+    return out;
+}
+
+bool is_variable(std::string_view name) {
+    return name == "workdir" || name == "home" || name == "tmp" || name == "user_home";
+}
+
+std::string unknown_variable(std::string_view name) {
+    return fmt::format(
+        "uses unknown variable '{{{}}}'; expected {{workdir}}, {{home}}, {{tmp}} or {{user_home}}",
+        name);
+}
+
+// Only the syntax of a rule path is checked here; compile() expands it.
+// Braces are reserved for variables, and a variable may only start a path,
+// so that every rule is absolute once expanded.
+std::optional<std::string> rule_path_problem(std::string_view p) {
+    constexpr auto npos = std::string_view::npos;
+    if (p.empty()) return "is empty";
+    if (p.find('\0') != npos) return "contains a NUL byte";
+    size_t body = 0;  // where the part after the variable begins
+    if (p.front() == '{') {
+        size_t close = p.find('}');
+        if (close == npos) return "has a '{' without a closing '}'";
+        auto name = p.substr(1, close - 1);
+        if (!is_variable(name)) return unknown_variable(name);
+        body = close + 1;
+        if (body < p.size() && p[body] != '/')
+            return fmt::format("has variable {{{}}} not followed by '/'", name);
+    } else if (p.front() != '/') {
+        return "is relative; a rule must start with '/' or a variable such as {workdir}";
+    }
+    if (size_t brace = p.find_first_of("{}", body); brace != npos) {
+        size_t close = p.find('}', brace);
+        if (p[brace] == '{' && close != npos) {
+            auto name = p.substr(brace + 1, close - brace - 1);
+            if (!is_variable(name)) return unknown_variable(name);
+            return fmt::format("has variable {{{}}} in the middle; variables may only start a path",
+                               name);
+        }
+        return fmt::format("has a stray '{}'", p[brace]);
+    }
+    // '..' can't be resolved lexically once symlinks are involved.
+    for (size_t i = body; i < p.size();) {
+        size_t end = p.find('/', i);
+        if (end == npos) end = p.size();
+        if (p.substr(i, end - i) == "..") return "contains '..'";
+        i = end + 1;
+    }
+    return std::nullopt;
+}
+
+std::optional<uint16_t> parse_port(std::string_view s) {
+    unsigned v = 0;
+    if (s.empty() || s.size() > 5) return std::nullopt;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || end != s.data() + s.size() || v > 65535) return std::nullopt;
+    return static_cast<uint16_t>(v);
+}
+
+// "tcp://1.2.3.4:80", "udp://[::1]:53", "unix:/path", "unix-abstract:name".
+// Port 0 is allowed for bind only: it means whatever port the kernel picks.
+std::expected<Endpoint, std::string> parse_endpoint(std::string_view text, bool for_bind) {
+    const std::string expected_forms =
+        "expected tcp://IP:PORT, udp://IP:PORT, unix:/PATH or unix-abstract:NAME";
+    Endpoint ep;
+    ep.text = std::string(text);
+    if (text.find('\0') != std::string_view::npos) return std::unexpected("contains a NUL byte");
+
+    if (text.starts_with("unix:")) {
+        ep.kind = Endpoint::Kind::Unix;
+        ep.name = std::string(text.substr(5));
+        if (!ep.name.starts_with('/'))
+            return std::unexpected("a unix socket path must be absolute");
+        if (ep.name.size() > kUnixNameMax)
+            return std::unexpected(fmt::format("unix socket path is {} bytes; at most {} fit",
+                                               ep.name.size(), kUnixNameMax));
+        return ep;
+    }
+    if (text.starts_with("unix-abstract:")) {
+        ep.kind = Endpoint::Kind::UnixAbstract;
+        ep.name = std::string(text.substr(14));
+        if (ep.name.empty() || ep.name.size() > kUnixNameMax)
+            return std::unexpected(
+                fmt::format("an abstract socket name must be 1 to {} bytes", kUnixNameMax));
+        return ep;
+    }
+
+    std::string_view rest;
+    if (text.starts_with("tcp://")) {
+        ep.kind = Endpoint::Kind::Tcp;
+        rest = text.substr(6);
+    } else if (text.starts_with("udp://")) {
+        ep.kind = Endpoint::Kind::Udp;
+        rest = text.substr(6);
+    } else {
+        return std::unexpected(expected_forms);
+    }
+
+    std::string host;
+    std::string_view port;
+    bool bracketed = rest.starts_with('[');
+    if (bracketed) {
+        size_t close = rest.find(']');
+        if (close == std::string_view::npos)
+            return std::unexpected("missing ']' after the IPv6 address");
+        host = std::string(rest.substr(1, close - 1));
+        if (close + 1 >= rest.size() || rest[close + 1] != ':')
+            return std::unexpected("missing ':PORT' after the address");
+        port = rest.substr(close + 2);
+    } else {
+        size_t colon = rest.rfind(':');
+        if (colon == std::string_view::npos)
+            return std::unexpected("missing ':PORT' after the address");
+        host = std::string(rest.substr(0, colon));
+        port = rest.substr(colon + 1);
+        if (host.find(':') != std::string::npos)
+            return std::unexpected("an IPv6 address must be in brackets, as in tcp://[::1]:80");
+    }
+
+    in_addr v4{};
+    in6_addr v6{};
+    if (bracketed && inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+        std::copy_n(v6.s6_addr, 16, ep.addr.begin());
+    } else if (!bracketed && inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+        // The kernel sees IPv4 through IPv6 sockets as ::ffff:a.b.c.d, so one
+        // address form covers both families.
+        ep.addr[10] = ep.addr[11] = 0xff;
+        std::copy_n(reinterpret_cast<const uint8_t*>(&v4.s_addr), 4, ep.addr.begin() + 12);
+    } else if (bracketed) {
+        return std::unexpected(fmt::format("'{}' is not an IPv6 address", host));
+    } else {
+        return std::unexpected(fmt::format(
+            "'{}' is not an IP address; host names are not allowed, use an IP literal such as "
+            "127.0.0.1",
+            host));
+    }
+
+    auto p = parse_port(port);
+    if (!p) return std::unexpected(fmt::format("port '{}' is not a number from 0 to 65535", port));
+    if (*p == 0 && !for_bind) return std::unexpected("port 0 is only allowed in network.bind");
+    ep.port = *p;
+    return ep;
+}
+
+bool is_env_name(std::string_view s) {
+    auto alpha = [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    };
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (s.empty() || !alpha(s.front())) return false;
+    return std::all_of(s.begin() + 1, s.end(), [&](char c) { return alpha(c) || digit(c); });
+}
+
+// What is wrong with an environment variable name, if anything.
+std::optional<std::string> env_name_problem(std::string_view name) {
+    if (!is_env_name(name))
+        return fmt::format("'{}' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)", name);
+    if (name == "HOME" || name == "TMPDIR")
+        return fmt::format("{} is set by confine (to {{{}}}) and can't be kept or set", name,
+                           name == "HOME" ? "home" : "tmp");
+    return std::nullopt;
+}
+
+class Parser {
+public:
+    explicit Parser(std::string_view file) : file_(file) {}
+
+    Policy run(const toml::table& root) {
+        Policy p;
+        p.source = file_;
+        check_keys(root, "", {"version", "mode", "filesystem", "network", "process", "env"});
+        version(root, p);
+        mode(root, p);
+        if (auto* t = table(root, "filesystem")) filesystem(*t, p);
+        if (auto* t = table(root, "network")) network(*t, p);
+        if (auto* t = table(root, "process")) process(*t, p);
+        if (auto* t = table(root, "env")) env(*t, p);
+        return p;
+    }
+
+    std::vector<Diagnostic> take_diagnostics() {
+        // Tables are walked in key order; report in source order instead.
+        std::stable_sort(
+            diags_.begin(), diags_.end(), [](const Diagnostic& a, const Diagnostic& b) {
+                return std::pair(a.where.line, a.where.col) < std::pair(b.where.line, b.where.col);
+            });
+        return std::move(diags_);
+    }
+
+private:
+    void error(Location where, std::string message) {
+        diags_.push_back({file_, where, std::move(message)});
+    }
+    void error(const toml::source_region& r, std::string message) {
+        error(location(r), std::move(message));
+    }
+
+    // `prefix` is the table's dotted name, empty for the top level.
+    void check_keys(const toml::table& t, std::string_view prefix,
+                    std::initializer_list<std::string_view> allowed) {
+        for (auto&& [key, node] : t) {
+            if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
+            if (prefix.empty() && node.is_table())
+                error(key.source(), fmt::format("unknown table '{}'; expected one of "
+                                                "filesystem, network, process, env",
+                                                key.str()));
+            else
+                error(key.source(),
+                      fmt::format("unknown key '{}{}{}'; expected one of {}", prefix,
+                                  prefix.empty() ? "" : ".", key.str(), join(allowed)));
+        }
+    }
+
+    const toml::table* table(const toml::table& root, std::string_view name) {
+        const toml::node* n = root.get(name);
+        if (!n) return nullptr;
+        if (auto* t = n->as_table()) return t;
+        error(n->source(), fmt::format("{} must be a table", name));
+        return nullptr;
+    }
+
+    // The strings of an array; elements of other types are reported and skipped.
+    std::vector<const toml::value<std::string>*> strings(const toml::node& n,
+                                                         std::string_view name) {
+        std::vector<const toml::value<std::string>*> out;
+        const toml::array* a = n.as_array();
+        if (!a) {
+            error(n.source(), fmt::format("{} must be an array of strings", name));
+            return out;
+        }
+        for (const toml::node& el : *a) {
+            if (auto* s = el.as_string())
+                out.push_back(s);
+            else
+                error(el.source(), fmt::format("{} must be an array of strings", name));
+        }
+        return out;
+    }
+
+    void version(const toml::table& root, Policy& p) {
+        const toml::node* n = root.get("version");
+        if (!n) {
+            error(Location{1, 1}, "missing 'version = 1' at the top of the policy");
+            return;
+        }
+        auto v = n->value_exact<int64_t>();
+        if (!v) {
+            error(n->source(), "version must be the integer 1");
+        } else if (*v != 1) {
+            error(n->source(),
+                  fmt::format("unsupported policy version {}; this confine reads version 1", *v));
+        } else {
+            p.version = 1;
+        }
+    }
+
+    void mode(const toml::table& root, Policy& p) {
+        const toml::node* n = root.get("mode");
+        if (!n) return;
+        auto v = n->value_exact<std::string>();
+        if (v == "enforce")
+            p.mode = Mode::Enforce;
+        else if (v == "audit")
+            p.mode = Mode::Audit;
+        else
+            error(n->source(), "mode must be \"enforce\" or \"audit\"");
+    }
+
+    void rules(const toml::table& t, std::string_view key, std::vector<PathRule>& out) {
+        const toml::node* n = t.get(key);
+        if (!n) return;
+        std::string name = fmt::format("filesystem.{}", key);
+        for (auto* s : strings(*n, name)) {
+            if (auto problem = rule_path_problem(s->get()))
+                error(s->source(), fmt::format("{}: path '{}' {}", name, s->get(), *problem));
+            else
+                out.push_back({s->get(), location(s->source())});
+        }
+    }
+
+    void filesystem(const toml::table& t, Policy& p) {
+        check_keys(t, "filesystem", {"read", "write", "deny_write", "deny", "exec"});
+        rules(t, "read", p.fs.read);
+        rules(t, "write", p.fs.write);
+        rules(t, "deny_write", p.fs.deny_write);
+        rules(t, "deny", p.fs.deny);
+        if (t.contains("exec")) {
+            p.fs.exec.emplace();
+            rules(t, "exec", *p.fs.exec);
+        }
+    }
+
+    void endpoints(const toml::table& t, std::string_view key, std::vector<Endpoint>& out) {
+        const toml::node* n = t.get(key);
+        if (!n) return;
+        std::string name = fmt::format("network.{}", key);
+        for (auto* s : strings(*n, name)) {
+            auto ep = parse_endpoint(s->get(), key == "bind");
+            if (!ep) {
+                error(s->source(),
+                      fmt::format("{}: bad endpoint '{}': {}", name, s->get(), ep.error()));
+                continue;
+            }
+            ep->where = location(s->source());
+            out.push_back(std::move(*ep));
+        }
+    }
+
+    void network(const toml::table& t, Policy& p) {
+        check_keys(t, "network", {"connect", "bind"});
+        endpoints(t, "connect", p.net.connect);
+        endpoints(t, "bind", p.net.bind);
+    }
+
+    void process(const toml::table& t, Policy& p) {
+        check_keys(t, "process", {"user_namespaces"});
+        if (const toml::node* n = t.get("user_namespaces")) {
+            if (auto b = n->value_exact<bool>())
+                p.user_namespaces = *b;
+            else
+                error(n->source(), "process.user_namespaces must be true or false");
+        }
+    }
+
+    void env(const toml::table& t, Policy& p) {
+        check_keys(t, "env", {"keep", "set"});
+        if (const toml::node* n = t.get("keep")) {
+            for (auto* s : strings(*n, "env.keep")) {
+                if (auto problem = env_name_problem(s->get()))
+                    error(s->source(), "env.keep: " + *problem);
+                else
+                    p.env_keep.push_back(s->get());
+            }
+        }
+        if (const toml::node* n = t.get("set")) {
+            const toml::table* set = n->as_table();
+            if (!set) {
+                error(n->source(),
+                      "env.set must be a table of strings, such as { NAME = \"value\" }");
+                return;
+            }
+            for (auto&& [key, value] : *set) {
+                if (auto problem = env_name_problem(key.str()))
+                    error(key.source(), "env.set: " + *problem);
+                else if (auto v = value.value_exact<std::string>())
+                    p.env_set.emplace_back(std::string(key.str()), *v);
+                else
+                    error(value.source(), fmt::format("env.set.{} must be a string", key.str()));
+            }
+        }
+    }
+
+    std::string file_;
+    std::vector<Diagnostic> diags_;
+};
+
+Diagnostic syntax_error(const toml::parse_error& e, std::string_view filename) {
+    return {std::string(filename), location(e.source()), std::string(e.description())};
+}
+
+}  // namespace
+
+std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text,
+                                                     std::string_view filename) {
+    // toml++ reports syntax errors by exception or by result, depending on
+    // how it was configured; both end up as one diagnostic.
+#if TOML_EXCEPTIONS
+    toml::table root;
+    try {
+        root = toml::parse(text, std::string(filename));
+    } catch (const toml::parse_error& e) {
+        return std::unexpected(std::vector{syntax_error(e, filename)});
+    }
+#else
+    toml::parse_result result = toml::parse(text, std::string(filename));
+    if (!result) return std::unexpected(std::vector{syntax_error(result.error(), filename)});
+    const toml::table& root = result.table();
+#endif
+    Parser parser(filename);
+    Policy p = parser.run(root);
+    auto diags = parser.take_diagnostics();
+    if (!diags.empty()) return std::unexpected(std::move(diags));
+    return p;
+}
+
+Result<Policy> parse_file(const std::string& file) {
+    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return fail(Error::sys(fmt::format("policy: open {}", file)));
+    std::string text;
+    char buf[8192];
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return fail(Error::sys(fmt::format("policy: read {}", file)));
+        if (n == 0) break;
+        text.append(buf, static_cast<size_t>(n));
+    }
+    auto p = parse(text, file);
+    if (!p) {
+        std::string message;
+        for (const auto& d : p.error()) {
+            if (!message.empty()) message += '\n';
+            message += d.str();
+        }
+        return fail(Error::msg(std::move(message)));
+    }
+    return std::move(*p);
+}
+
+}  // namespace confine::policy

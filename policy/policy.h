@@ -1,0 +1,106 @@
+// The policy: parsed from the contract's TOML schema (parse.cpp), then
+// compiled for one job (compile.cpp) into the rule tables the BPF side uses.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+
+namespace confine::policy {
+
+enum class Mode { Enforce, Audit };
+
+struct Location {
+    int line = 0;  // 1-based; 0 when unknown
+    int col = 0;
+};
+
+// "FILE:LINE:COL: message", the format of `confine check`.
+struct Diagnostic {
+    std::string file;
+    Location where;
+    std::string message;
+    std::string str() const;
+};
+
+// A path rule as written, variables not yet expanded.
+struct PathRule {
+    std::string path;
+    Location where;
+};
+
+// A network destination: "tcp://127.0.0.1:3128", "udp://[::1]:53",
+// "unix:/run/proxy.sock", "unix-abstract:name".
+struct Endpoint {
+    enum class Kind { Tcp, Udp, Unix, UnixAbstract };
+    Kind kind = Kind::Tcp;
+    std::array<uint8_t, 16> addr{};  // Tcp/Udp: IPv6, IPv4 as ::ffff:a.b.c.d
+    uint16_t port = 0;               // Tcp/Udp, host order
+    std::string name;                // Unix: path; UnixAbstract: name
+    std::string text;                // as written, for messages
+    Location where;
+};
+
+struct Policy {
+    std::string source;  // file name, or "<default>"
+    int version = 1;
+    Mode mode = Mode::Enforce;
+    struct {
+        std::vector<PathRule> read, write, deny_write, deny;
+        std::optional<std::vector<PathRule>> exec;  // absent: exec follows read
+    } fs;
+    struct {
+        std::vector<Endpoint> connect, bind;
+    } net;
+    bool user_namespaces = false;
+    std::vector<std::string> env_keep;
+    std::vector<std::pair<std::string, std::string>> env_set;
+};
+
+// Every error found, not only the first.
+std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text,
+                                                     std::string_view filename);
+// Reads and parses FILE; all diagnostics joined in the error message.
+Result<Policy> parse_file(const std::string& file);
+
+// The contract's embedded default policy.
+std::string_view default_policy_text();
+Policy default_policy();
+
+// Values of the policy variables for one job.
+struct Vars {
+    std::string workdir, home, tmp, user_home;
+};
+
+// Access bits; equal to CONFINE_FS_* in bpf/fs.h.
+inline constexpr uint8_t kRead = 0x1, kWrite = 0x2, kExec = 0x4;
+
+struct FsEntry {
+    std::string prefix;  // absolute, normalized, symlinks resolved, no trailing '/' (but "/")
+    uint8_t access = 0;  // effective access at and below prefix until a longer entry
+};
+
+struct Compiled {
+    Mode mode = Mode::Enforce;
+    std::vector<FsEntry> fs;  // sorted by prefix, one entry per distinct prefix
+    std::vector<Endpoint> connect, bind;
+    bool user_namespaces = false;
+    std::vector<std::string> env_keep;
+    std::vector<std::pair<std::string, std::string>> env_set;
+};
+
+// Expands variables, resolves symlinks in rule paths (the existing part of
+// each path), and merges the rules by longest-prefix precedence.
+Result<Compiled> compile(const Policy& p, const Vars& vars);
+
+// Human-readable effective policy, for `confine run --print-policy`.
+std::string render(const Compiled& c);
+
+}  // namespace confine::policy

@@ -1,0 +1,463 @@
+// Tests of policy/compile.cpp: variable expansion, symlink resolution, and
+// the longest-prefix precedence of the contract, checked through the access
+// the compiled table grants to concrete paths.
+#include <limits.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "policy/policy.h"
+
+namespace confine::policy {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint8_t kNone = 0, kRX = kRead | kExec, kRWX = kRead | kWrite | kExec;
+
+// Effective access of PATH under C, the way the BPF side looks it up: the
+// longest entry that is a whole-component prefix of PATH; nothing if none.
+uint8_t access_at(const Compiled& c, std::string_view path) {
+    const FsEntry* best = nullptr;
+    for (const FsEntry& e : c.fs) {
+        bool covers =
+            e.prefix == "/" || (path.starts_with(e.prefix) &&
+                                (path.size() == e.prefix.size() || path[e.prefix.size()] == '/'));
+        if (covers && (!best || e.prefix.size() > best->prefix.size())) best = &e;
+    }
+    return best ? best->access : kNone;
+}
+
+std::vector<std::string> prefixes(const Compiled& c) {
+    std::vector<std::string> out;
+    for (const auto& e : c.fs) out.push_back(e.prefix);
+    return out;
+}
+
+// Each test gets a fresh directory, with symlinks resolved, so the paths in
+// its rules exist (or not) exactly as the test arranges.
+class Compile : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string tmpl = ::testing::TempDir() + "confine_compile_test_XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+        char real[PATH_MAX];
+        ASSERT_NE(realpath(tmpl.c_str(), real), nullptr);
+        root_ = real;
+        vars_ = {root_ + "/user/work", root_ + "/jobhome", root_ + "/jobtmp", root_ + "/user"};
+    }
+    void TearDown() override { fs::remove_all(root_); }
+
+    // The policy in TEXT, with every '@' standing for the test's directory.
+    Policy policy(std::string_view text) {
+        std::string t;
+        for (char ch : text) t += ch == '@' ? root_ : std::string(1, ch);
+        auto p = parse(t, "p.toml");
+        if (!p) {
+            for (const auto& d : p.error()) ADD_FAILURE() << d.str();
+            return {};
+        }
+        return *p;
+    }
+
+    Compiled compiled(std::string_view text) {
+        auto c = compile(policy(text), vars_);
+        if (!c) {
+            ADD_FAILURE() << c.error().message;
+            return {};
+        }
+        return *c;
+    }
+
+    std::string at(std::string_view rel) const { return root_ + std::string(rel); }
+
+    std::string root_;
+    Vars vars_;
+};
+
+TEST_F(Compile, DefaultPolicyCompiles) {
+    auto c = compile(default_policy(), vars_);
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->mode, Mode::Enforce);
+    EXPECT_FALSE(c->user_namespaces);
+    EXPECT_EQ(c->env_keep, (std::vector<std::string>{"PATH", "LANG", "LC_ALL", "TERM"}));
+
+    EXPECT_EQ(access_at(*c, "/usr/bin/sh"), kRX);
+    EXPECT_EQ(access_at(*c, "/etc/passwd"), kRX);
+    EXPECT_EQ(access_at(*c, "/dev/null"), kRWX);
+    EXPECT_EQ(access_at(*c, "/dev/urandom"), kRX);
+    EXPECT_EQ(access_at(*c, "/proc/self/status"), kRX);
+    EXPECT_EQ(access_at(*c, "/dev/sda"), kNone);
+    EXPECT_EQ(access_at(*c, "/root/.bashrc"), kNone);
+    EXPECT_EQ(access_at(*c, "/var/run/docker.sock"), kNone);
+
+    EXPECT_EQ(access_at(*c, at("/user/work/src/main.c")), kRWX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/HEAD")), kRWX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/hooks")), kRX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/hooks/pre-commit")), kRX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/config")), kRX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/config.lock")), kRWX);
+    EXPECT_EQ(access_at(*c, at("/user/.ssh/id_ed25519")), kNone);
+    EXPECT_EQ(access_at(*c, at("/user/.claude/.credentials.json")), kNone);
+    EXPECT_EQ(access_at(*c, at("/jobhome/.cache/x")), kRWX);
+    EXPECT_EQ(access_at(*c, at("/jobtmp/x")), kRWX);
+
+    // Nothing covers "/", so anything not granted is denied by absence.
+    for (const auto& e : c->fs) EXPECT_NE(e.prefix, "/");
+    auto ps = prefixes(*c);
+    EXPECT_TRUE(std::is_sorted(ps.begin(), ps.end()));
+    EXPECT_EQ(std::adjacent_find(ps.begin(), ps.end()), ps.end());
+}
+
+TEST_F(Compile, ExpandsEachVariable) {
+    auto c = compiled(R"(version = 1
+[filesystem]
+read = ["{workdir}/a", "{home}/b", "{tmp}/c", "{user_home}/d", "{workdir}"]
+)");
+    EXPECT_EQ(prefixes(c),
+              (std::vector<std::string>{at("/jobhome/b"), at("/jobtmp/c"), at("/user/d"),
+                                        at("/user/work"), at("/user/work/a")}));
+}
+
+TEST_F(Compile, NormalizesRulesLexically) {
+    auto c = compiled("version = 1\n[filesystem]\nread = [\"@//a/./b/\", \"{workdir}/\"]\n");
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/a/b"), at("/user/work")}));
+}
+
+TEST_F(Compile, RejectsDotDotWithTheRuleAndItsPosition) {
+    Policy p;
+    p.source = "p.toml";
+    p.fs.write.push_back({"{workdir}/../x", {4, 10}});
+    auto c = compile(p, vars_);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message, "p.toml:4:10: rule '{workdir}/../x' contains '..'");
+}
+
+TEST_F(Compile, RejectsDotDotInAVariablesValue) {
+    Policy p;
+    p.source = "p.toml";
+    p.fs.write.push_back({"{workdir}/x", {4, 10}});
+    vars_.workdir = at("/a/../b");
+    auto c = compile(p, vars_);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message, "p.toml:4:10: rule '{workdir}/x' expands to '" + at("/a/../b/x") +
+                                     "', which contains '..'");
+}
+
+TEST_F(Compile, RejectsRelativeVariablesAndUnknownOnes) {
+    Policy p;
+    p.source = "p.toml";
+    p.fs.read.push_back({"{home}", {2, 3}});
+    vars_.home = "";
+    auto c = compile(p, vars_);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message, "p.toml:2:3: rule '{home}': {home} is '', not an absolute path");
+
+    p.fs.read = {{"{nope}/x", {2, 3}}};
+    c = compile(p, vars_);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message, "p.toml:2:3: rule '{nope}/x' uses an unknown variable");
+
+    p.fs.read = {{"relative", {2, 3}}};
+    c = compile(p, vars_);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message, "p.toml:2:3: rule 'relative' is not an absolute path");
+}
+
+TEST_F(Compile, ResolvesSymlinksInRules) {
+    fs::create_directories(at("/real/sub"));
+    std::ofstream(at("/real/file")) << "x";
+    fs::create_directory_symlink(at("/real"), at("/abs"));
+    fs::create_directory_symlink("real", at("/rel"));
+    fs::create_directory_symlink(at("/abs"), at("/chain"));
+    auto c = compiled(R"(version = 1
+[filesystem]
+read = ["@/abs/sub", "@/rel/sub/x", "@/chain/sub/y"]
+)");
+    EXPECT_EQ(prefixes(c),
+              (std::vector<std::string>{at("/real/sub"), at("/real/sub/x"), at("/real/sub/y")}));
+}
+
+TEST_F(Compile, KeepsTheMissingTailOfARuleAfterResolvingItsExistingPart) {
+    fs::create_directories(at("/real"));
+    std::ofstream(at("/real/file")) << "x";
+    fs::create_directory_symlink(at("/real"), at("/link"));
+    auto c = compiled(R"(version = 1
+[filesystem]
+deny = ["@/link/not/yet/there", "@/real/file/below", "@/missing"]
+)");
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/missing"), at("/real/file/below"),
+                                                     at("/real/not/yet/there")}));
+}
+
+TEST_F(Compile, FollowsADanglingSymlinkToWhereTheKernelWouldCreate) {
+    fs::create_directories(at("/dir"));
+    fs::create_directory_symlink(at("/gone/deeper"), at("/dangling"));
+    fs::create_directory_symlink("../gone2", at("/dir/reldangling"));
+    auto c = compiled(R"(version = 1
+[filesystem]
+deny = ["@/dangling/x", "@/dir/reldangling"]
+)");
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/gone/deeper/x"), at("/gone2")}));
+}
+
+TEST_F(Compile, SymlinkLoopIsAnError) {
+    fs::create_symlink(at("/loop"), at("/loop"));
+    auto c = compile(policy("version = 1\n[filesystem]\nread = [\"@/loop/x\"]\n"), vars_);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().err, ELOOP);
+    EXPECT_NE(c.error().message.find("p.toml:3:9: rule '" + at("/loop/x") + "'"), std::string::npos)
+        << c.error().message;
+}
+
+TEST_F(Compile, RulesMeetAfterResolutionAndTieAsUsual) {
+    fs::create_directories(at("/real"));
+    fs::create_directory_symlink(at("/real"), at("/link"));
+    auto c = compiled("version = 1\n[filesystem]\nwrite = [\"@/link\"]\ndeny = [\"@/real\"]\n");
+    ASSERT_EQ(c.fs.size(), 1u);
+    EXPECT_EQ(c.fs[0].prefix, at("/real"));
+    EXPECT_EQ(c.fs[0].access, kNone);
+}
+
+TEST_F(Compile, MatchesWholeComponentsOnly) {
+    auto c = compiled("version = 1\n[filesystem]\nread = [\"@/home/u\"]\n");
+    EXPECT_EQ(access_at(c, at("/home/u")), kRX);
+    EXPECT_EQ(access_at(c, at("/home/u/f")), kRX);
+    EXPECT_EQ(access_at(c, at("/home/user")), kNone);
+    EXPECT_EQ(access_at(c, at("/home/user/f")), kNone);
+    EXPECT_EQ(access_at(c, at("/home")), kNone);
+}
+
+TEST_F(Compile, WritableWorkdirInsideADeniedHomeStaysWritable) {
+    auto c = compiled(R"(version = 1
+[filesystem]
+deny = ["{user_home}"]
+write = ["{workdir}"]
+)");
+    EXPECT_EQ(access_at(c, at("/user/work/file")), kRWX);
+    EXPECT_EQ(access_at(c, at("/user/work")), kRWX);
+    EXPECT_EQ(access_at(c, at("/user/.ssh/id_rsa")), kNone);
+    EXPECT_EQ(access_at(c, at("/user/workshop")), kNone);
+}
+
+TEST_F(Compile, DenyInsideAWritableHomeClosesTheHole) {
+    auto c = compiled(R"(version = 1
+[filesystem]
+write = ["{home}"]
+deny = ["{home}/.ssh"]
+)");
+    EXPECT_EQ(access_at(c, at("/jobhome/x")), kRWX);
+    EXPECT_EQ(access_at(c, at("/jobhome/.ssh")), kNone);
+    EXPECT_EQ(access_at(c, at("/jobhome/.ssh/id_ed25519")), kNone);
+    EXPECT_EQ(access_at(c, at("/jobhome/.sshrc")), kRWX);
+}
+
+TEST_F(Compile, LongerRuleWinsEvenWhenItGrantsLess) {
+    auto c = compiled(R"(version = 1
+[filesystem]
+write = ["@/a"]
+read = ["@/a/ro"]
+deny_write = ["@/a/hooks"]
+)");
+    EXPECT_EQ(access_at(c, at("/a/x")), kRWX);
+    EXPECT_EQ(access_at(c, at("/a/ro/x")), kRX);
+    EXPECT_EQ(access_at(c, at("/a/hooks/x")), kRX);
+}
+
+TEST_F(Compile, LongerRuleWinsEvenWhenItGrantsMore) {
+    auto c = compiled(R"(version = 1
+[filesystem]
+deny = ["@/a"]
+read = ["@/a/b"]
+write = ["@/a/b/c"]
+)");
+    EXPECT_EQ(access_at(c, at("/a/x")), kNone);
+    EXPECT_EQ(access_at(c, at("/a/b/x")), kRX);
+    EXPECT_EQ(access_at(c, at("/a/b/c/x")), kRWX);
+}
+
+TEST_F(Compile, TiesAtTheSamePathGoDenyThenDenyWriteThenWriteThenRead) {
+    struct Case {
+        std::string lists;
+        uint8_t want;
+    };
+    const std::vector<Case> cases = {
+        {"read = [\"@/p\"]\nwrite = [\"@/p\"]\ndeny_write = [\"@/p\"]\ndeny = [\"@/p\"]\n", kNone},
+        {"deny = [\"@/p\"]\nread = [\"@/p\"]\n", kNone},
+        {"read = [\"@/p\"]\nwrite = [\"@/p\"]\ndeny_write = [\"@/p\"]\n", kRX},
+        {"write = [\"@/p\"]\ndeny_write = [\"@/p\"]\n", kRX},
+        {"read = [\"@/p\"]\nwrite = [\"@/p\"]\n", kRWX},
+        {"write = [\"@/p\", \"@/p/\"]\n", kRWX},
+        {"read = [\"@/p\"]\n", kRX},
+    };
+    for (const auto& tc : cases) {
+        auto c = compiled("version = 1\n[filesystem]\n" + tc.lists);
+        ASSERT_EQ(c.fs.size(), 1u) << tc.lists;
+        EXPECT_EQ(c.fs[0].access, tc.want) << tc.lists;
+    }
+}
+
+TEST_F(Compile, WithoutAnExecListExecFollowsRead) {
+    auto c = compiled(R"(version = 1
+[filesystem]
+read = ["@/r"]
+write = ["@/w"]
+deny_write = ["@/w/dw"]
+deny = ["@/r/d"]
+)");
+    EXPECT_EQ(access_at(c, at("/r/x")), kRX);
+    EXPECT_EQ(access_at(c, at("/w/x")), kRWX);
+    EXPECT_EQ(access_at(c, at("/w/dw/x")), kRX);
+    EXPECT_EQ(access_at(c, at("/r/d/x")), kNone);
+}
+
+TEST_F(Compile, WithAnExecListOnlyReadableListedPathsExecute) {
+    auto c = compiled(R"(version = 1
+[filesystem]
+read = ["@/usr"]
+write = ["{workdir}"]
+deny = ["@/usr/bin/bad"]
+exec = ["@/usr/bin", "@/opt/tool"]
+)");
+    EXPECT_EQ(access_at(c, at("/usr/bin/ls")), kRX);
+    EXPECT_EQ(access_at(c, at("/usr/lib/libc.so")), kRead);
+    EXPECT_EQ(access_at(c, at("/usr/bin/bad")), kNone);
+    EXPECT_EQ(access_at(c, at("/user/work/a.out")), kRead | kWrite);
+    // Listing a path for exec grants nothing by itself, but still gets an entry.
+    EXPECT_EQ(access_at(c, at("/opt/tool/run")), kNone);
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/opt/tool"), at("/user/work"), at("/usr"),
+                                                     at("/usr/bin"), at("/usr/bin/bad")}));
+}
+
+TEST_F(Compile, EmptyExecListForbidsAllExecution) {
+    auto c = compiled("version = 1\n[filesystem]\nread = [\"@/r\"]\nexec = []\n");
+    EXPECT_EQ(access_at(c, at("/r/x")), kRead);
+}
+
+TEST_F(Compile, OneSortedEntryPerDistinctPrefix) {
+    auto c = compiled(R"(version = 1
+[filesystem]
+read = ["@/b", "@/a", "@/a/"]
+write = ["@/a-b"]
+exec = ["@/a"]
+)");
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/a"), at("/a-b"), at("/b")}));
+    EXPECT_EQ(c.fs[0].access, kRX);
+    EXPECT_EQ(c.fs[1].access, kRead | kWrite);
+    EXPECT_EQ(c.fs[2].access, kRead);
+}
+
+TEST_F(Compile, RootEntryOnlyWhenARuleCoversRoot) {
+    auto c = compiled("version = 1\n[filesystem]\nread = [\"/\"]\ndeny = [\"@\"]\n");
+    ASSERT_FALSE(c.fs.empty());
+    EXPECT_EQ(c.fs[0].prefix, "/");
+    EXPECT_EQ(access_at(c, "/anything/at/all"), kRX);
+    EXPECT_EQ(access_at(c, at("/x")), kNone);
+}
+
+TEST_F(Compile, RulePathMustFitTheBpfKey) {
+    // 247 bytes of path plus the trailing '/' fill CONFINE_RULE_PATH_MAX (248).
+    std::string fits = root_ + "/" + std::string(247 - root_.size() - 1, 'x');
+    ASSERT_EQ(fits.size(), 247u);
+    auto ok = compile(policy("version = 1\n[filesystem]\ndeny = [\"" + fits + "\"]\n"), vars_);
+    ASSERT_TRUE(ok) << ok.error().message;
+    EXPECT_EQ(ok->fs[0].prefix, fits);
+
+    std::string too_long = fits + "y";
+    auto bad = compile(policy("version = 1\n[filesystem]\ndeny = [\"" + too_long + "\"]\n"), vars_);
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error().message,
+              "p.toml:3:9: rule '" + too_long + "' resolves to a path of 248 bytes ('" +
+                  too_long.substr(0, 40) +
+                  "...'); rule paths may have at most 247 bytes (CONFINE_RULE_PATH_MAX is 248 with "
+                  "the trailing '/')");
+}
+
+TEST_F(Compile, PathLimitAppliesAfterSymlinkResolution) {
+    std::string long_dir = root_ + "/" + std::string(250 - root_.size(), 'd');
+    ASSERT_TRUE(fs::create_directory(long_dir));
+    fs::create_directory_symlink(long_dir, at("/short"));
+    auto c = compile(policy("version = 1\n[filesystem]\nread = [\"@/short\"]\n"), vars_);
+    ASSERT_FALSE(c);
+    EXPECT_NE(c.error().message.find("rule '" + at("/short") + "' resolves to a path of 251 bytes"),
+              std::string::npos)
+        << c.error().message;
+}
+
+TEST_F(Compile, CopiesModeNetworkProcessAndEnv) {
+    auto c = compiled(R"(version = 1
+mode = "audit"
+[network]
+connect = ["tcp://127.0.0.1:3128", "unix-abstract:x"]
+bind = ["udp://[::1]:0"]
+[process]
+user_namespaces = true
+[env]
+keep = ["PATH"]
+set = { A = "1" }
+)");
+    EXPECT_EQ(c.mode, Mode::Audit);
+    ASSERT_EQ(c.connect.size(), 2u);
+    EXPECT_EQ(c.connect[0].text, "tcp://127.0.0.1:3128");
+    EXPECT_EQ(c.connect[0].port, 3128);
+    EXPECT_EQ(c.connect[1].name, "x");
+    ASSERT_EQ(c.bind.size(), 1u);
+    EXPECT_EQ(c.bind[0].kind, Endpoint::Kind::Udp);
+    EXPECT_TRUE(c.user_namespaces);
+    EXPECT_EQ(c.env_keep, (std::vector<std::string>{"PATH"}));
+    EXPECT_EQ(c.env_set, (std::vector<std::pair<std::string, std::string>>{{"A", "1"}}));
+    EXPECT_TRUE(c.fs.empty());
+}
+
+TEST_F(Compile, RenderListsTheEffectivePolicy) {
+    auto c = compiled(R"(version = 1
+mode = "audit"
+[filesystem]
+read = ["@/usr"]
+write = ["{workdir}"]
+deny = ["{user_home}"]
+[network]
+connect = ["tcp://[::ffff:127.0.0.1]:3128", "udp://[::1]:53", "unix:/run/p.sock"]
+bind = ["tcp://127.0.0.1:0"]
+[env]
+keep = ["PATH", "TERM"]
+set = { A = "say \"hi\"", B = "" }
+)");
+    std::string want =
+        "# Effective policy: the longest matching path wins; paths not listed are denied.\n"
+        "mode = \"audit\"\n"
+        "\n[filesystem]\n" +
+        at("/user") + "       none\n" + at("/user/work") + "  read,write,exec\n" + at("/usr") +
+        "        read,exec\n"
+        "\n[network]\n"
+        "connect = [\"tcp://127.0.0.1:3128\", \"udp://[::1]:53\", \"unix:/run/p.sock\"]\n"
+        "bind = [\"tcp://127.0.0.1:0\"]\n"
+        "\n[process]\n"
+        "user_namespaces = false\n"
+        "\n[env]\n"
+        "keep = [\"PATH\", \"TERM\"]\n"
+        "set = { A = \"say \\\"hi\\\"\", B = \"\" }\n";
+    EXPECT_EQ(render(c), want);
+}
+
+TEST_F(Compile, RenderOfAnEmptyPolicy) {
+    EXPECT_EQ(render(Compiled{}),
+              "# Effective policy: the longest matching path wins; paths not listed are denied.\n"
+              "mode = \"enforce\"\n"
+              "\n[filesystem]\n"
+              "\n[network]\nconnect = []\nbind = []\n"
+              "\n[process]\nuser_namespaces = false\n"
+              "\n[env]\nkeep = []\nset = {}\n");
+}
+
+}  // namespace
+}  // namespace confine::policy

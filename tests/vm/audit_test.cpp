@@ -1,0 +1,65 @@
+// The audit log: one well-formed JSON line per denial, no more, no less.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "harness.h"
+
+namespace vmtest {
+namespace {
+
+using AuditTest = VmTest;
+
+TEST_F(AuditTest, OneLinePerDenial) {
+    // Exactly two denied accesses, with allowed ones around them.
+    const std::string cmd = fmt::format("cat /etc/hostname >/dev/null; cat {}; cat {}; echo ok > f", kSshKey,
+                                        kClaudeCreds);
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.status, 0) << control.describe();
+
+    Result r = run_confined("", cmd);
+    EXPECT_EQ(r.status, 0) << r.describe();  // the last command's status
+    ASSERT_EQ(r.audit.size(), 2u) << r.describe();
+    EXPECT_DENIAL(r, "open_read", kSshKey, "cat");
+    EXPECT_DENIAL(r, "open_read", kClaudeCreds, "cat");
+
+    // Each line is one flat JSON object with every field of the contract,
+    // and both come from the same job cgroup but different processes.
+    static const std::regex object(R"(^\{"[a-z_]+":.*\}$)");
+    for (const auto& l : r.audit) {
+        EXPECT_TRUE(std::regex_match(l.raw, object)) << l.raw;
+        for (const char* k : {"time", "job", "comm", "op", "target", "verdict", "mode"})
+            EXPECT_TRUE(l.str(k)) << "no string field " << k << " in " << l.raw;
+        for (const char* k : {"cgroup_id", "pid", "tgid", "uid"})
+            EXPECT_TRUE(l.num(k)) << "no integer field " << k << " in " << l.raw;
+    }
+    EXPECT_EQ(r.audit[0].num("cgroup_id"), r.audit[1].num("cgroup_id"));
+    EXPECT_NE(r.audit[0].num("pid"), r.audit[1].num("pid"));
+}
+
+TEST_F(AuditTest, TargetsAreJsonEscaped) {
+    const std::string weird = std::string(kUserHome) + "/we\"ird\\na\tme";
+    write_file(weird, "secret\n");
+    Result r = run({.argv = {"/bin/cat", weird}});
+    unlink(weird.c_str());
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_DENIAL(r, "open_read", weird, "cat");
+    for (const auto& l : r.audit) EXPECT_EQ(l.raw.find('\t'), std::string::npos) << "raw control byte in " << l.raw;
+}
+
+TEST_F(AuditTest, AuditModeAllowsAndLogsWouldBeDenials) {
+    Result r = run({.args = {"--mode", "audit"}, .argv = {"/bin/cat", kSshKey}});
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, std::string(kSshSecret) + "\n") << r.describe();
+    ASSERT_EQ(r.audit.size(), 1u) << r.describe();
+    const AuditLine& l = r.audit[0];
+    EXPECT_EQ(l.str("op"), "open_read") << l.raw;
+    EXPECT_EQ(l.str("target"), kSshKey) << l.raw;
+    EXPECT_EQ(l.str("verdict"), "allow") << l.raw;
+    EXPECT_EQ(l.str("mode"), "audit") << l.raw;
+    EXPECT_EQ(l.str("job"), r.job) << l.raw;
+}
+
+}  // namespace
+}  // namespace vmtest

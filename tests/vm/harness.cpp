@@ -1,0 +1,485 @@
+#include "harness.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+namespace vmtest {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kTestRoot = "/var/tmp/confine-tests";
+constexpr const char* kPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+TestUser g_user;
+
+// confine's own environment: what a runner would plausibly have.
+std::vector<std::string> confine_env() {
+    return {std::string("PATH=") + kPath, "LANG=C.UTF-8", "TERM=dumb", "HOME=/root"};
+}
+
+void chown_to_user(const std::string& path) {
+    if (lchown(path.c_str(), g_user.uid, g_user.gid) != 0)
+        ADD_FAILURE() << "chown " << path << ": " << strerror(errno);
+}
+
+// Creates the test user and its fake credentials, once per guest.
+void create_user() {
+    if (!getpwnam(kUser)) {
+        Process p = Process::start({.argv = {"/usr/sbin/useradd", "-m", "-s", "/bin/sh", kUser},
+                                    .env = confine_env()});
+        Result r = p.wait();
+        ASSERT_EQ(r.status, 0) << "useradd failed\n" << r.describe();
+    }
+    const passwd* pw = getpwnam(kUser);
+    ASSERT_NE(pw, nullptr) << "no user " << kUser << " after useradd";
+    ASSERT_EQ(std::string(pw->pw_dir), kUserHome);
+    g_user.uid = pw->pw_uid;
+    g_user.gid = pw->pw_gid;
+    int n = 64;
+    g_user.groups.resize(n);
+    ASSERT_GE(getgrouplist(kUser, pw->pw_gid, g_user.groups.data(), &n), 0);
+    g_user.groups.resize(n);
+
+    chmod(kUserHome, 0700);
+    struct File {
+        const char* path;
+        std::string content;
+        mode_t mode;
+    };
+    for (const char* dir : {"/home/confinetest/.ssh", "/home/confinetest/.claude"}) {
+        mkdir(dir, 0700);
+        chown_to_user(dir);
+    }
+    for (const File& f : {File{kSshKey, std::string(kSshSecret) + "\n", 0600},
+                          File{kClaudeCreds, fmt::format("{{\"token\":\"{}\"}}\n", kClaudeSecret), 0600},
+                          File{kNotes, "original\n", 0644}}) {
+        std::ofstream(f.path, std::ios::trunc) << f.content;
+        chown_to_user(f.path);
+        chmod(f.path, f.mode);
+    }
+}
+
+// Runs for the whole binary, before any test: the guest must be able to
+// enforce, or every test fails here, loudly.
+class VmEnvironment : public ::testing::Environment {
+public:
+    void SetUp() override {
+        // This suite adds a user, mounts and loads BPF programs: never on a
+        // developer's machine. vmtest/run sets VMTEST=1 in the guest.
+        const char* vm = getenv("VMTEST");
+        ASSERT_TRUE(vm && std::string(vm) == "1")
+            << "confine_vm_tests must run inside a vmtest guest: vmtest/run --kernel all -- " << "<this binary>";
+        ASSERT_EQ(geteuid(), 0u) << "confine_vm_tests must run as root (vmtest/run does)";
+
+        // Debian 6.1 gates unprivileged user namespaces behind this sysctl;
+        // the userns tests need them to work unconfined.
+        if (exists("/proc/sys/kernel/unprivileged_userns_clone"))
+            std::ofstream("/proc/sys/kernel/unprivileged_userns_clone") << "1\n";
+
+        create_user();
+        fs::create_directories(kTestRoot);
+
+        Process p = Process::start({.argv = {confine_bin(), "probe"}, .env = confine_env()});
+        Result r = p.wait();
+        ASSERT_EQ(r.status, 0) << "`confine probe` fails: this kernel can't enforce, so no test can run\n"
+                               << r.describe();
+    }
+};
+
+[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new VmEnvironment);
+
+std::string unescape_json(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] != '\\' || i + 1 == s.size()) {
+            out += s[i];
+            continue;
+        }
+        char c = s[++i];
+        switch (c) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case 'u':
+            if (i + 4 < s.size()) {
+                unsigned v = static_cast<unsigned>(std::stoul(std::string(s.substr(i + 1, 4)), nullptr, 16));
+                out += v < 0x80 ? static_cast<char>(v) : '?';
+                i += 4;
+            }
+            break;
+        default: out += c; break;
+        }
+    }
+    return out;
+}
+
+void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Reads what is available now; false at EOF.
+bool drain(int fd, std::string& into) {
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0) {
+            into.append(buf, static_cast<size_t>(n));
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        return n < 0 && errno == EAGAIN;
+    }
+}
+
+std::string toml_quote(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out + "\"";
+}
+
+std::string toml_array(const std::vector<std::string>& items) {
+    std::string out = "[";
+    for (const auto& i : items) out += (out.size() > 1 ? ", " : "") + toml_quote(i);
+    return out + "]";
+}
+
+}  // namespace
+
+const TestUser& test_user() { return g_user; }
+
+std::string confine_bin() { return CONFINE_BIN; }
+std::string helper_bin() { return HELPER_BIN; }
+
+// ---- audit log -------------------------------------------------------------
+
+std::optional<std::string> AuditLine::str(std::string_view key) const {
+    std::regex re("\"" + std::string(key) + R"re(":"((?:[^"\\]|\\.)*)")re");
+    std::smatch m;
+    if (!std::regex_search(raw, m, re)) return std::nullopt;
+    return unescape_json(m[1].str());
+}
+
+std::optional<int64_t> AuditLine::num(std::string_view key) const {
+    std::regex re("\"" + std::string(key) + R"(":(-?[0-9]+)[,}])");
+    std::smatch m;
+    if (!std::regex_search(raw, m, re)) return std::nullopt;
+    return std::stoll(m[1].str());
+}
+
+std::vector<AuditLine> parse_audit(const std::string& text) {
+    std::vector<AuditLine> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line))
+        if (!line.empty()) out.push_back({line});
+    return out;
+}
+
+std::string Result::describe() const {
+    std::string s = fmt::format("exit status {}\n--- stdout ---\n{}--- stderr ---\n{}", status, out, err);
+    if (!job.empty()) {
+        s += fmt::format("--- audit log of job {} ({} lines) ---\n", job, audit.size());
+        for (const auto& l : audit) s += l.raw + "\n";
+    }
+    return s;
+}
+
+::testing::AssertionResult has_denial(const Result& r, std::string_view op, std::string_view target,
+                                      std::string_view comm) {
+    std::vector<const AuditLine*> hits;
+    for (const auto& l : r.audit)
+        if (l.str("op") == op && l.str("target") == target) hits.push_back(&l);
+    if (hits.size() != 1)
+        return ::testing::AssertionFailure()
+               << "expected exactly one audit line with op " << op << " and target '" << target << "', found "
+               << hits.size();
+    const AuditLine& l = *hits.front();
+    auto fail = [&](const std::string& what) {
+        return ::testing::AssertionFailure() << "audit line " << l.raw << ": " << what;
+    };
+    if (l.str("verdict") != "deny") return fail("verdict is not \"deny\"");
+    if (l.str("mode") != "enforce") return fail("mode is not \"enforce\"");
+    if (l.str("job") != r.job) return fail("job is not \"" + r.job + "\"");
+    if (l.num("uid") != static_cast<int64_t>(g_user.uid)) return fail(fmt::format("uid is not {}", g_user.uid));
+    for (const char* k : {"pid", "tgid", "cgroup_id"})
+        if (l.num(k).value_or(0) <= 0) return fail(fmt::format("{} is missing or not positive", k));
+    auto c = l.str("comm");
+    if (!c || c->empty()) return fail("comm is missing or empty");
+    if (!comm.empty() && *c != comm) return fail(fmt::format("comm is not \"{}\"", comm));
+
+    // "2026-11-29T18:00:00.123456Z", and close to now.
+    auto t = l.str("time").value_or("");
+    static const std::regex time_re(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)");
+    if (!std::regex_match(t, time_re)) return fail("time is not YYYY-MM-DDTHH:MM:SS.uuuuuuZ");
+    std::tm tm{};
+    strptime(t.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    time_t when = timegm(&tm), now = time(nullptr);
+    if (when > now + 5 || when < now - 600)
+        return fail(fmt::format("time is {} s away from now", static_cast<long>(when - now)));
+    return ::testing::AssertionSuccess();
+}
+
+std::string make_policy(const PolicySpec& p) {
+    std::vector<std::string> read = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+                                     "/opt", "/proc", "/sys", "/dev/null", "/dev/zero", "/dev/full",
+                                     "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts", "/dev/ptmx"};
+    std::vector<std::string> write = {"{workdir}", "{home}", "{tmp}"};
+    std::vector<std::string> deny = {"{user_home}"};
+    read.insert(read.end(), p.read.begin(), p.read.end());
+    write.insert(write.end(), p.write.begin(), p.write.end());
+    deny.insert(deny.end(), p.deny.begin(), p.deny.end());
+    return fmt::format(
+        "version = 1\nmode = \"enforce\"\n\n[filesystem]\nread = {}\nwrite = {}\ndeny_write = {}\ndeny = {}\n\n"
+        "[network]\nconnect = {}\nbind = []\n\n[process]\nuser_namespaces = {}\n\n"
+        "[env]\nkeep = [\"PATH\", \"LANG\", \"LC_ALL\", \"TERM\"]\n",
+        toml_array(read), toml_array(write), toml_array(p.deny_write), toml_array(deny), toml_array(p.connect),
+        p.user_namespaces ? "true" : "false");
+}
+
+// ---- processes ---------------------------------------------------------------
+
+Process Process::start(const Options& o) {
+    std::vector<char*> argv, envp;
+    for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& e : o.env) envp.push_back(const_cast<char*>(e.c_str()));
+    argv.push_back(nullptr);
+    envp.push_back(nullptr);
+
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+    pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("fork");
+    if (pid == 0) {
+        // Only async-signal-safe calls from here on.
+        int null = open("/dev/null", O_RDONLY);
+        dup2(null, 0);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        if (o.keep_fd >= 3) {
+            close_range(3, static_cast<unsigned>(o.keep_fd) - 1, 0);
+            close_range(static_cast<unsigned>(o.keep_fd) + 1, ~0U, 0);
+            fcntl(o.keep_fd, F_SETFD, 0);
+        } else {
+            close_range(3, ~0U, 0);
+        }
+        if (o.uid) {
+            if (setgroups(o.groups.size(), o.groups.data()) != 0 || setresgid(o.gid, o.gid, o.gid) != 0 ||
+                setresuid(*o.uid, *o.uid, *o.uid) != 0)
+                _exit(120);
+        }
+        if (chdir(o.cwd.c_str()) != 0) _exit(121);
+        execve(argv[0], argv.data(), envp.data());
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    close(out[1]);
+    close(err[1]);
+    Process p;
+    p.pid_ = pid;
+    p.out_ = out[0];
+    p.err_ = err[0];
+    set_nonblock(p.out_);
+    set_nonblock(p.err_);
+    p.pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (p.pidfd_ < 0) throw std::runtime_error("pidfd_open");
+    return p;
+}
+
+Process::Process(Process&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)),
+      pidfd_(std::exchange(o.pidfd_, -1)),
+      out_(std::exchange(o.out_, -1)),
+      err_(std::exchange(o.err_, -1)) {}
+
+Process::~Process() {
+    if (pid_ > 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+    }
+    for (int fd : {pidfd_, out_, err_})
+        if (fd >= 0) close(fd);
+}
+
+Result Process::wait(int timeout_s) {
+    Result r;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    bool out_open = true, err_open = true, timed_out = false;
+    for (;;) {
+        pollfd fds[3] = {{pidfd_, POLLIN, 0}, {out_open ? out_ : -1, POLLIN, 0}, {err_open ? err_ : -1, POLLIN, 0}};
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            timed_out = true;
+            kill(pid_, SIGKILL);
+        }
+        poll(fds, 3, timed_out ? -1 : static_cast<int>(left.count()));
+        if (out_open && fds[1].revents) out_open = drain(out_, r.out);
+        if (err_open && fds[2].revents) err_open = drain(err_, r.err);
+        if (fds[0].revents & POLLIN) break;
+    }
+    // What the process wrote before it exited is in the pipes now; orphans
+    // that still hold them are not waited for.
+    if (out_open) drain(out_, r.out);
+    if (err_open) drain(err_, r.err);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    if (timed_out) {
+        r.status = -1;
+        r.err += fmt::format("\n[vmtest harness: killed after {} s]\n", timeout_s);
+    } else {
+        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return r;
+}
+
+// ---- per-test fixture ------------------------------------------------------------
+
+void VmTest::SetUp() {
+    ASSERT_NE(g_user.uid, 0u) << "the test environment did not set up (see above)";
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    name_ = fmt::format("{}.{}", info->test_suite_name(), info->name());
+    for (char& c : name_)
+        if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+    base_ = fmt::format("{}/{}", kTestRoot, name_);
+    std::error_code ec;
+    fs::remove_all(base_, ec);
+    fs::create_directories(base_);
+    chmod(base_.c_str(), 0755);
+    work_ = base_ + "/work";
+    make_dir(work_);
+}
+
+std::string VmTest::job_id(int n) const {
+    std::string id = name_.substr(0, 55);
+    return fmt::format("{}-{}", id, n);
+}
+
+VmTest::Started VmTest::start(const RunSpec& spec) {
+    int n = ++runs_;
+    Started s{{}, job_id(n), at(fmt::format("audit-{}.jsonl", n))};
+    std::vector<std::string> argv = {confine_bin(), "run"};
+    if (spec.as_user) argv.insert(argv.end(), {"--user", kUser});
+    argv.insert(argv.end(), {"--workdir", work_, "--audit-log", s.audit_path, "--job-id", s.job});
+    if (!spec.policy.empty()) {
+        std::string policy_path = at(fmt::format("policy-{}.toml", n));
+        std::ofstream(policy_path) << spec.policy;
+        argv.insert(argv.end(), {"--policy", policy_path});
+    }
+    argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), spec.argv.begin(), spec.argv.end());
+    std::vector<std::string> env = confine_env();
+    env.insert(env.end(), spec.env.begin(), spec.env.end());
+    s.proc.emplace(Process::start({.argv = argv, .env = env, .cwd = base_, .keep_fd = spec.keep_fd}));
+    return s;
+}
+
+Result VmTest::finish(Started& s, int timeout_s) {
+    Result r = s.proc->wait(timeout_s);
+    r.job = s.job;
+    r.audit = parse_audit(read_file(s.audit_path));
+    return r;
+}
+
+Result VmTest::run(const RunSpec& spec) {
+    Started s = start(spec);
+    return finish(s);
+}
+
+Result VmTest::run_confined(const std::string& policy, const std::string& cmd,
+                            const std::vector<std::string>& extra_args) {
+    return run({.policy = policy, .args = extra_args, .argv = {"/bin/sh", "-c", cmd}});
+}
+
+Result VmTest::run_unconfined(const std::string& cmd) {
+    Process p = Process::start({.argv = {"/bin/sh", "-c", cmd},
+                                .env = {std::string("PATH=") + kPath, "LANG=C.UTF-8", "TERM=dumb",
+                                        std::string("HOME=") + kUserHome, "TMPDIR=/var/tmp"},
+                                .cwd = work_,
+                                .uid = g_user.uid,
+                                .gid = g_user.gid,
+                                .groups = g_user.groups});
+    return p.wait();
+}
+
+Result VmTest::run_root(const std::string& cmd) {
+    Process p = Process::start({.argv = {"/bin/sh", "-c", cmd}, .env = confine_env(), .cwd = work_});
+    return p.wait();
+}
+
+void VmTest::write_file(const std::string& path, const std::string& content, mode_t mode) {
+    std::ofstream(path, std::ios::trunc) << content;
+    chown_to_user(path);
+    chmod(path.c_str(), mode);
+}
+
+void VmTest::make_dir(const std::string& path, mode_t mode) {
+    fs::create_directories(path);
+    chown_to_user(path);
+    chmod(path.c_str(), mode);
+}
+
+std::string VmTest::install_helper(const std::string& dir) {
+    std::string dst = dir + "/vmhelper";
+    fs::copy_file(helper_bin(), dst, fs::copy_options::overwrite_existing);
+    chown_to_user(dst);
+    chmod(dst.c_str(), 0755);
+    return dst;
+}
+
+// ---- utilities -----------------------------------------------------------------
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+bool exists(const std::string& path) {
+    struct stat st {};
+    return lstat(path.c_str(), &st) == 0;
+}
+
+std::string cgroup2_mount() {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        auto dash = line.find(" - cgroup2 ");
+        if (dash == std::string::npos) continue;
+        std::istringstream f(line);
+        std::string id, parent, dev, root, mount;
+        f >> id >> parent >> dev >> root >> mount;
+        if (root == "/") return mount;
+    }
+    return "/sys/fs/cgroup";
+}
+
+bool wait_until(const std::function<bool()>& pred, double timeout_s) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+}
+
+}  // namespace vmtest

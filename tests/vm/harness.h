@@ -1,0 +1,156 @@
+// Harness of the VM test suite: drives the real `confine` binary through its
+// CLI, as root inside a vmtest guest, against a dedicated test user.
+//
+// Every enforcement test pairs a confined attempt with the same command run
+// unconfined as the same user in the same directory (the control), which
+// must succeed: the denial is then confine's doing, and the test fails if
+// confine enforces nothing.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vmtest {
+
+// The account jobs run as, and the fake credentials in its real home.
+inline constexpr const char* kUser = "confinetest";
+inline constexpr const char* kUserHome = "/home/confinetest";
+inline constexpr const char* kSshKey = "/home/confinetest/.ssh/id_ed25519";
+inline constexpr const char* kClaudeCreds = "/home/confinetest/.claude/.credentials.json";
+inline constexpr const char* kNotes = "/home/confinetest/notes.txt";
+inline constexpr const char* kSshSecret = "SSH-SECRET-d41d8cd98f00b204";
+inline constexpr const char* kClaudeSecret = "CLAUDE-SECRET-e9800998ecf8427e";
+
+struct TestUser {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;
+};
+const TestUser& test_user();
+
+// One JSON object of the audit log. Fields are pulled out by key; enough for
+// the flat objects confine writes (no nesting, no arrays).
+struct AuditLine {
+    std::string raw;
+    std::optional<std::string> str(std::string_view key) const;  // a string field, unescaped
+    std::optional<int64_t> num(std::string_view key) const;      // an integer field
+};
+std::vector<AuditLine> parse_audit(const std::string& text);
+
+struct Result {
+    int status = -1;  // exit status, 128+N after signal N, -1 if it timed out
+    std::string out, err;
+    std::vector<AuditLine> audit;  // this run's audit log (confined runs only)
+    std::string job;               // its --job-id
+    std::string describe() const;  // everything above, for failure messages
+};
+
+// How to call `confine run`.
+struct RunSpec {
+    std::string policy;                   // TOML text; empty: the embedded default
+    std::vector<std::string> args;        // more options before "--"
+    std::vector<std::string> env;         // more NAME=VALUE for confine's own environment
+    std::vector<std::string> argv;        // the command; empty: sh -c <cmd>
+    bool as_user = true;                  // pass --user confinetest
+    int keep_fd = -1;                     // an fd >= 3 confine inherits from the test
+};
+
+// A policy like the default one (the system readable; {workdir}, {home},
+// {tmp} writable; {user_home} denied) plus these rules.
+struct PolicySpec {
+    std::vector<std::string> read, write, deny_write, deny, connect;
+    bool user_namespaces = false;
+};
+std::string make_policy(const PolicySpec& spec);
+
+// A child process whose stdout and stderr are collected.
+class Process {
+public:
+    struct Options {
+        std::vector<std::string> argv, env;
+        std::string cwd = "/";
+        std::optional<uid_t> uid;  // drop to this user (with gid and groups below)
+        gid_t gid = 0;
+        std::vector<gid_t> groups;
+        int keep_fd = -1;
+    };
+    static Process start(const Options& o);
+    Process(Process&& o) noexcept;
+    Process& operator=(Process&&) = delete;
+    ~Process();
+    // Waits for the process (not for its orphans); kills it after `timeout_s`.
+    Result wait(int timeout_s = 120);
+    pid_t pid() const { return pid_; }
+
+private:
+    Process() = default;
+    pid_t pid_ = -1;
+    int pidfd_ = -1, out_ = -1, err_ = -1;
+};
+
+// One test: a fresh directory tree under /var/tmp/confine-tests/<Suite.Test>:
+//   base()            owned by root, 0755
+//   work()            the job's --workdir, owned by the test user
+//   base()/audit-N.jsonl, policy-N.toml   per confine run, root-only
+class VmTest : public ::testing::Test {
+protected:
+    void SetUp() override;
+
+    const std::string& base() const { return base_; }
+    const std::string& work() const { return work_; }
+    std::string at(std::string_view rel) const { return base_ + "/" + std::string(rel); }
+
+    // `confine run --user confinetest --workdir W --audit-log A --job-id J
+    //  [--policy P] -- sh -c CMD`.
+    Result run_confined(const std::string& policy, const std::string& cmd,
+                        const std::vector<std::string>& extra_args = {});
+    Result run(const RunSpec& spec);
+    // The same, started in the background; finish with finish().
+    struct Started {
+        std::optional<Process> proc;
+        std::string job, audit_path;
+    };
+    Started start(const RunSpec& spec);
+    Result finish(Started& s, int timeout_s = 120);
+
+    // sh -c CMD as the test user in work(), without confine: the control.
+    Result run_unconfined(const std::string& cmd);
+    // sh -c CMD as root in work().
+    Result run_root(const std::string& cmd);
+
+    // Files and directories owned by the test user (mode as given).
+    void write_file(const std::string& path, const std::string& content, mode_t mode = 0644);
+    void make_dir(const std::string& path, mode_t mode = 0755);
+    // Copies the helper binary into dir and returns its path.
+    std::string install_helper(const std::string& dir);
+
+    std::string job_id(int n) const;
+
+private:
+    std::string base_, work_, name_;
+    int runs_ = 0;
+};
+
+// Checks that r's audit log has exactly one line for (op, target) and that
+// it is a well-formed enforce-mode denial by the test user in r's job.
+::testing::AssertionResult has_denial(const Result& r, std::string_view op, std::string_view target,
+                                      std::string_view comm = {});
+#define EXPECT_DENIAL(r, ...) EXPECT_TRUE(::vmtest::has_denial((r), __VA_ARGS__)) << (r).describe()
+
+// Small utilities.
+std::string read_file(const std::string& path);
+bool exists(const std::string& path);
+std::string cgroup2_mount();
+std::string confine_bin();
+std::string helper_bin();
+// Polls `pred` every 20 ms until it holds or `timeout_s` pass.
+bool wait_until(const std::function<bool()>& pred, double timeout_s = 30);
+
+}  // namespace vmtest

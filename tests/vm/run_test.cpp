@@ -1,0 +1,251 @@
+// `confine run` as a launcher: who the job runs as and with what, exit
+// statuses, refusals that must run nothing, `confine check`, and what is
+// left behind after a job.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "harness.h"
+
+namespace vmtest {
+namespace {
+
+constexpr auto npos = std::string::npos;
+
+using RunTest = VmTest;
+
+std::vector<std::string> lines(const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+}
+
+// "Name:\tvalue" lines of /proc/PID/status.
+std::map<std::string, std::string> status_fields(const std::string& text) {
+    std::map<std::string, std::string> out;
+    for (const auto& l : lines(text))
+        if (auto colon = l.find(':'); colon != npos) {
+            auto v = l.find_first_not_of(" \t", colon + 1);
+            out[l.substr(0, colon)] = v == npos ? "" : l.substr(v);
+        }
+    return out;
+}
+
+// Runs first (the name sorts first in this file): a kernel that can't
+// enforce is a failure, never a skip.
+TEST_F(RunTest, ProbeSaysThisKernelCanEnforce) {
+    Process p = Process::start({.argv = {confine_bin(), "probe"}, .env = {"PATH=/usr/bin:/bin"}});
+    Result r = p.wait();
+    EXPECT_EQ(r.status, 0) << r.describe();
+}
+
+// ---- who and what the job is ---------------------------------------------------
+
+TEST_F(RunTest, JobRunsAsTheTargetUserWithItsGroups) {
+    Result control = run_unconfined("id -u; id -g; id -G");
+    ASSERT_EQ(control.status, 0) << control.describe();
+    Result r = run_confined("", "id -u; id -g; id -G");
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, control.out);
+    EXPECT_EQ(lines(r.out).at(0), std::to_string(test_user().uid)) << r.describe();
+    EXPECT_EQ(lines(r.out).at(1), std::to_string(test_user().gid)) << r.describe();
+}
+
+TEST_F(RunTest, EnvironmentIsScrubbed) {
+    Result r = run({.env = {"CONFINE_TEST_SECRET=xyz", "SSH_AUTH_SOCK=/run/user/1000/ssh", "GITHUB_TOKEN=ghp_xyz",
+                            "LD_PRELOAD=/nonexistent.so", "LC_ALL=C"},
+                    .argv = {"/usr/bin/env"}});
+    ASSERT_EQ(r.status, 0) << r.describe();
+    std::map<std::string, std::string> env;
+    for (const auto& l : lines(r.out)) env[l.substr(0, l.find('='))] = l.substr(l.find('=') + 1);
+    std::set<std::string> names;
+    for (const auto& [k, v] : env) names.insert(k);
+    EXPECT_EQ(names, (std::set<std::string>{"HOME", "LANG", "LC_ALL", "PATH", "TERM", "TMPDIR"})) << r.out;
+    EXPECT_EQ(r.out.find("xyz"), npos) << r.out;
+    EXPECT_EQ(env["PATH"], "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    EXPECT_EQ(env["LANG"], "C.UTF-8");
+    EXPECT_EQ(env["LC_ALL"], "C");
+    EXPECT_EQ(env["TERM"], "dumb");
+}
+
+TEST_F(RunTest, HomeAndTmpdirArePrivateFreshAndWritable) {
+    Result r = run_confined("",
+                            "for d in \"$HOME\" \"$TMPDIR\"; do "
+                            "  [ -z \"$(ls -A \"$d\")\" ] || echo \"$d not empty\"; "
+                            "  stat -c '%u %a' \"$d\" && touch \"$d/x\" || exit 1; "
+                            "done; echo \"$HOME\"; echo \"$TMPDIR\"");
+    ASSERT_EQ(r.status, 0) << r.describe();
+    auto l = lines(r.out);
+    ASSERT_EQ(l.size(), 4u) << r.describe();
+    const std::string owner_private = fmt::format("{} 700", test_user().uid);
+    EXPECT_EQ(l[0], owner_private) << "HOME is not the user's alone";
+    EXPECT_EQ(l[1], owner_private) << "TMPDIR is not the user's alone";
+    const std::string& home = l[2];
+    const std::string& tmp = l[3];
+    EXPECT_NE(home, kUserHome);
+    EXPECT_NE(home, tmp);
+    EXPECT_NE(home.rfind('/', 0), npos);
+    EXPECT_FALSE(exists(home)) << "the private HOME " << home << " outlived the job";
+    EXPECT_FALSE(exists(tmp)) << "the private TMPDIR " << tmp << " outlived the job";
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+}
+
+TEST_F(RunTest, NoCapabilitiesAndNoNewPrivs) {
+    const std::string cmd = "cat /proc/self/status";
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.status, 0) << control.describe();
+    auto c = status_fields(control.out);
+    // As a plain user the bounding set is full and no_new_privs is off:
+    // what confine must change.
+    ASSERT_NE(c["CapBnd"], "0000000000000000");
+    ASSERT_EQ(c["NoNewPrivs"], "0");
+
+    Result r = run_confined("", cmd);
+    ASSERT_EQ(r.status, 0) << r.describe();
+    auto s = status_fields(r.out);
+    for (const char* cap : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"})
+        EXPECT_EQ(s[cap], "0000000000000000") << cap;
+    EXPECT_EQ(s["NoNewPrivs"], "1");
+    EXPECT_EQ(s["Uid"], fmt::format("{0}\t{0}\t{0}\t{0}", test_user().uid));
+}
+
+TEST_F(RunTest, OnlyStdioIsInherited) {
+    // An fd without close-on-exec in confine's own process, as a careless
+    // runner might leave one.
+    int leak = fcntl(open("/dev/null", O_RDONLY | O_CLOEXEC), F_DUPFD, 7);
+    ASSERT_GE(leak, 7);
+    const std::vector<std::string> ls = {"/bin/ls", "/proc/self/fd"};
+
+    // Control: the same fd does reach a process started without confine.
+    Process p = Process::start({.argv = ls, .env = {"PATH=/usr/bin:/bin"}, .keep_fd = leak});
+    Result control = p.wait();
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_NE(control.out.find(std::to_string(leak) + "\n"), npos) << control.describe();
+
+    Result r = run({.argv = ls, .keep_fd = leak});
+    close(leak);
+    ASSERT_EQ(r.status, 0) << r.describe();
+    // 0-2, plus 3: the directory ls itself opens to list /proc/self/fd.
+    EXPECT_EQ(r.out, "0\n1\n2\n3\n") << r.describe();
+}
+
+// ---- exit statuses -------------------------------------------------------------
+
+TEST_F(RunTest, CommandStatusPassesThrough) {
+    for (int code : {0, 1, 7, 124, 125, 126, 127, 255}) {
+        Result r = run_confined("", fmt::format("exit {}", code));
+        EXPECT_EQ(r.status, code) << r.describe();
+    }
+}
+
+TEST_F(RunTest, DeathBySignalIs128PlusN) {
+    Result r = run_confined("", "kill -9 $$");
+    EXPECT_EQ(r.status, 137) << r.describe();
+    r = run_confined("", "kill -TERM $$");
+    EXPECT_EQ(r.status, 143) << r.describe();
+}
+
+TEST_F(RunTest, CommandNotFoundIs127) {
+    Result r = run({.argv = {"no-such-command-confinetest"}});
+    EXPECT_EQ(r.status, 127) << r.describe();
+    EXPECT_NE(r.err.find("no-such-command-confinetest"), npos) << r.describe();
+    r = run({.argv = {work() + "/missing"}});
+    EXPECT_EQ(r.status, 127) << r.describe();
+}
+
+TEST_F(RunTest, CommandNotExecutableIs126) {
+    write_file(work() + "/notexec", "#!/bin/sh\necho ran\n", 0644);
+    make_dir(work() + "/dir");
+    for (const char* cmd : {"./notexec", "./dir"}) {
+        SCOPED_TRACE(cmd);
+        Result r = run({.argv = {cmd}});
+        EXPECT_EQ(r.status, 126) << r.describe();
+        EXPECT_EQ(r.out.find("ran"), npos) << r.describe();
+    }
+}
+
+TEST_F(RunTest, BadPolicyFileIs125WithFileLineCol) {
+    Result r = run({.policy = "version = 1\n\n[filesystem]\nread = [\"/usr\", \"etc\"]\n",
+                    .argv = {"/bin/sh", "-c", "touch marker"}});
+    EXPECT_EQ(r.status, 125) << r.describe();
+    const std::regex where(R"(policy-1\.toml:4:[0-9]+: )");
+    EXPECT_TRUE(std::regex_search(r.err, where)) << r.describe();
+    EXPECT_FALSE(exists(work() + "/marker")) << "the job ran despite the bad policy";
+}
+
+TEST_F(RunTest, RefusesRootWithoutAllowRoot) {
+    Result r = run({.argv = {"/bin/sh", "-c", "touch /var/tmp/confine-tests/root-marker"}, .as_user = false});
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find("root"), npos) << r.describe();
+    EXPECT_NE(r.err.find("--allow-root"), npos) << r.describe();
+    EXPECT_FALSE(exists("/var/tmp/confine-tests/root-marker"));
+    unlink("/var/tmp/confine-tests/root-marker");
+
+    // It is about root: with --allow-root the same job starts, still confined.
+    r = run({.args = {"--allow-root"}, .argv = {"/bin/sh", "-c", "id -u; grep CapEff /proc/self/status"},
+             .as_user = false});
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "0\nCapEff:\t0000000000000000\n") << r.describe();
+}
+
+TEST_F(RunTest, RefusesToStartWhenTheProbeFails) {
+    // In a private mount namespace, hide bpf from the LSM list, as on a
+    // kernel booted without lsm=...,bpf.
+    const std::string marker = work() + "/marker";
+    auto confined_touch = [&](const std::string& fake_lsm) {
+        std::string mount = fake_lsm.empty() ? "true" : fmt::format("mount --bind {} /sys/kernel/security/lsm", fake_lsm);
+        return run_root(fmt::format(
+            "unshare -m sh -c '{} && {} probe; echo probe=$? >&2; exec {} run --user {} --workdir {} -- touch {}'",
+            mount, confine_bin(), confine_bin(), kUser, work(), marker));
+    };
+
+    // Control: in the same setup without the fake list, the job runs.
+    Result control = confined_touch("");
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_TRUE(exists(marker)) << control.describe();
+    ASSERT_NE(control.err.find("probe=0"), npos) << control.describe();
+    unlink(marker.c_str());
+
+    for (const char* lsms : {"lockdown,capability,landlock,yama,apparmor\n", ""}) {
+        SCOPED_TRACE(fmt::format("lsm list '{}'", lsms));
+        const std::string fake = at("lsm");
+        write_file(fake, lsms);
+        Result r = confined_touch(fake);
+        EXPECT_EQ(r.status, 125) << r.describe();
+        EXPECT_NE(r.err.find("probe=1"), npos) << "confine probe should fail too\n" << r.describe();
+        EXPECT_NE(r.err.find("BPF LSM"), npos) << r.describe();
+        EXPECT_NE(r.err.find("lsm="), npos) << r.describe();
+        EXPECT_FALSE(exists(marker)) << "the job ran although enforcement was impossible";
+        unlink(marker.c_str());
+    }
+}
+
+// ---- confine check ---------------------------------------------------------------
+
+TEST_F(RunTest, CheckAcceptsAGoodPolicy) {
+    const std::string file = at("good.toml");
+    write_file(file, make_policy({.read = {"/srv"}, .connect = {"tcp://127.0.0.1:3128"}}));
+    Process p = Process::start({.argv = {confine_bin(), "check", file}, .env = {"PATH=/usr/bin:/bin"}});
+    Result r = p.wait();
+    EXPECT_EQ(r.status, 0) << r.describe();
+}
+
+TEST_F(RunTest, CheckReportsFileLineColumn) {
+    const std::string file = at("bad.toml");
+    write_file(file, "version = 1\n\n[network]\nconnect = [\"tcp://127.0.0.1:99999\"]\n");
+    Process p = Process::start({.argv = {confine_bin(), "check", file}, .env = {"PATH=/usr/bin:/bin"}});
+    Result r = p.wait();
+    EXPECT_NE(r.status, 0) << r.describe();
+    const std::regex where("(^|\n)" + std::regex_replace(file, std::regex(R"([.])"), R"(\.)") + R"(:4:[0-9]+: )");
+    EXPECT_TRUE(std::regex_search(r.err, where)) << r.describe();
+}
+
+}  // namespace
+}  // namespace vmtest
