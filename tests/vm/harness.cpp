@@ -432,9 +432,14 @@ void VmTest::write_file(const std::string& path, const std::string& content, mod
 }
 
 void VmTest::make_dir(const std::string& path, mode_t mode) {
+    // Every directory this creates belongs to the test user, not only the last.
+    std::vector<fs::path> created;
+    for (fs::path p = path; !p.empty() && !fs::exists(p); p = p.parent_path()) created.push_back(p);
     fs::create_directories(path);
-    chown_to_user(path);
-    chmod(path.c_str(), mode);
+    for (const auto& p : created) {
+        chown_to_user(p);
+        chmod(p.c_str(), mode);
+    }
 }
 
 std::string VmTest::install_helper(const std::string& dir) {

@@ -3,9 +3,11 @@
 // left behind after a job.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <regex>
 #include <set>
@@ -38,8 +40,8 @@ std::map<std::string, std::string> status_fields(const std::string& text) {
     return out;
 }
 
-// Runs first (the name sorts first in this file): a kernel that can't
-// enforce is a failure, never a skip.
+// A kernel that can't enforce is a failure, never a skip. The environment
+// already stops the whole suite on it; this names it as a test of its own.
 TEST_F(RunTest, ProbeSaysThisKernelCanEnforce) {
     Process p = Process::start({.argv = {confine_bin(), "probe"}, .env = {"PATH=/usr/bin:/bin"}});
     Result r = p.wait();
@@ -225,6 +227,82 @@ TEST_F(RunTest, RefusesToStartWhenTheProbeFails) {
         EXPECT_FALSE(exists(marker)) << "the job ran although enforcement was impossible";
         unlink(marker.c_str());
     }
+}
+
+// ---- what a job leaves behind ---------------------------------------------------
+
+Result bpftool(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/usr/sbin/bpftool"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Process p = Process::start({.argv = argv, .env = {"PATH=/usr/sbin:/usr/bin:/bin"}});
+    return p.wait();
+}
+
+// Names of confine's pinned maps (under /sys/fs/bpf/confine/) that hold an
+// entry whose key carries cgroup id `cgid`, as a u64 at a 4-byte aligned
+// offset (how every per-job map key starts, split in two u32 or not).
+std::set<std::string> maps_keyed_by(uint64_t cgid) {
+    std::set<std::string> out;
+    Result show = bpftool({"-j", "-f", "map", "show"});
+    EXPECT_EQ(show.status, 0) << show.describe();
+    static const std::regex pin_re(R"re("(/sys/fs/bpf/confine/[^"]+)")re");
+    static const std::regex key_re(R"re("key":\[([^\]]*)\])re");
+    static const std::regex byte_re(R"re("0x([0-9a-f]{2})")re");
+    std::set<std::string> pins;
+    for (std::sregex_iterator it(show.out.begin(), show.out.end(), pin_re), end; it != end; ++it)
+        pins.insert((*it)[1].str());
+    EXPECT_FALSE(pins.empty()) << "no pinned confine maps\n" << show.describe();
+    for (const std::string& pin : pins) {
+        Result dump = bpftool({"-j", "map", "dump", "pinned", pin});
+        EXPECT_EQ(dump.status, 0) << dump.describe();
+        for (std::sregex_iterator k(dump.out.begin(), dump.out.end(), key_re), end; k != end; ++k) {
+            std::string hex = (*k)[1].str();
+            std::vector<uint8_t> key;
+            for (std::sregex_iterator b(hex.begin(), hex.end(), byte_re); b != end; ++b)
+                key.push_back(static_cast<uint8_t>(std::stoul((*b)[1].str(), nullptr, 16)));
+            for (size_t off = 0; off + 8 <= key.size(); off += 4) {
+                uint64_t v;
+                memcpy(&v, key.data() + off, 8);
+                if (v == cgid) out.insert(pin.substr(pin.rfind('/') + 1));
+            }
+        }
+    }
+    return out;
+}
+
+TEST_F(RunTest, NothingIsLeftAttachedOrMappedAfterTheJob) {
+    const std::string policy = make_policy({.connect = {"tcp://127.0.0.1:9"}});
+    Started job = start({.policy = policy,
+                         .argv = {"/bin/sh", "-c",
+                                  fmt::format("cat {}; touch ready; while [ ! -e release ]; do sleep 0.1; done",
+                                              kSshKey)}});
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/ready"); }, 60)) << finish(job, 1).describe();
+    const std::string cg = fmt::format("{}/confine/{}", cgroup2_mount(), job.job);
+    struct stat st {};
+    ASSERT_EQ(stat(cg.c_str(), &st), 0) << cg;
+    const uint64_t cgid = st.st_ino;
+
+    // While the job runs, its programs and map entries are there to find.
+    Result tree = bpftool({"cgroup", "tree"});
+    EXPECT_NE(tree.out.find(cg + "\n"), npos) << tree.describe();
+    EXPECT_NE(tree.out.find("confine_file_open"), npos) << tree.describe();
+    std::set<std::string> during = maps_keyed_by(cgid);
+    EXPECT_TRUE(during.contains("jobs")) << "the jobs map has no entry for cgroup " << cgid;
+    EXPECT_GE(during.size(), 3u) << fmt::format("maps with cgroup {}: {}", cgid, fmt::join(during, ", "));
+
+    write_file(work() + "/release", "");
+    Result r = finish(job);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_DENIAL(r, "open_read", kSshKey, "cat");
+    for (const auto& l : r.audit) EXPECT_EQ(l.num("cgroup_id"), static_cast<int64_t>(cgid)) << l.raw;
+
+    EXPECT_FALSE(exists(cg)) << cg << " outlived the job";
+    tree = bpftool({"cgroup", "tree"});
+    EXPECT_EQ(tree.status, 0) << tree.describe();
+    EXPECT_EQ(tree.out.find(cg), npos) << tree.describe();
+    EXPECT_EQ(tree.out.find("/confine/"), npos) << "some job cgroup still carries programs\n" << tree.describe();
+    std::set<std::string> after = maps_keyed_by(cgid);
+    EXPECT_TRUE(after.empty()) << fmt::format("maps still holding cgroup {}: {}", cgid, fmt::join(after, ", "));
 }
 
 // ---- confine check ---------------------------------------------------------------
