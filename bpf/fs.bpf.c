@@ -1,12 +1,25 @@
 /* Filesystem access control.
  *
- * Hooks (lsm_cgroup, attached to each job's cgroup):
- *   file_open - every open of a file: for read (open_read), for write or with
- *               O_TRUNC (open_write), and by execve (exec). This includes
- *               re-opens through /proc/self/fd/N and /proc/self/root, opens
- *               issued by io_uring, and O_PATH fds turned into real ones: the
- *               kernel has resolved the path to a (mount, dentry) pair by now,
- *               which is what we decide on.
+ * Hooks, lsm_cgroup (attached to each job's cgroup; hot for every process):
+ *   file_open    - every open of a file: for read (open_read), for write or
+ *                  with O_TRUNC (open_write), and by execve (exec). This
+ *                  includes re-opens through /proc/self/fd/N and
+ *                  /proc/self/root, opens issued by io_uring, and O_PATH fds
+ *                  turned into real ones: the kernel has resolved the path to
+ *                  a (mount, dentry) pair by now, which is what we decide on.
+ *   path_mknod   - create: open(O_CREAT) of a new file, mknod, mkfifo, and
+ *                  binding a unix socket to a path.
+ *
+ * Hooks, global lsm (rare operations; a task outside any job pays one hash
+ * lookup, see docs/design.md "The hook budget"):
+ *   path_mkdir, path_rmdir, path_unlink, path_symlink - the new or removed
+ *                  entry must be writable.
+ *   path_rename  - both ends writable (RENAME_EXCHANGE swaps two existing
+ *                  entries, each needs it anyway).
+ *   path_link    - the new name must be writable, and so must the source:
+ *                  linking a file the job can't write into its workdir would
+ *                  give it a second, writable-tree path to that file.
+ *   path_truncate, path_chmod, path_chown - the file must be writable.
  *
  * A decision resolves that pair to an absolute path (path.bpf.h) and looks
  * it up in the job's rules: longest prefix wins (see fs.h). Files on
@@ -89,7 +102,7 @@ static __always_inline int check_path(struct confine_job *job, __u64 cgid, struc
     return ret;
 }
 
-/* ---- hooks --------------------------------------------------------------- */
+/* ---- lsm_cgroup hooks ---------------------------------------------------- */
 
 SEC("lsm_cgroup/file_open")
 int BPF_PROG(confine_file_open, struct file *file)
@@ -118,4 +131,112 @@ int BPF_PROG(confine_file_open, struct file *file)
         return check_path(job, cgid, dentry, mnt, CONFINE_OP_OPEN_WRITE,
                           CONFINE_FS_READ | CONFINE_FS_WRITE);
     return check_path(job, cgid, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_READ);
+}
+
+SEC("lsm_cgroup/path_mknod")
+int BPF_PROG(confine_path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode,
+             unsigned int dev)
+{
+    struct confine_job *job;
+    __u64 cgid;
+
+    job = current_job(&cgid);
+    if (!job)
+        return DENY;
+    return check_path(job, cgid, dentry, BPF_CORE_READ(dir, mnt), CONFINE_OP_CREATE,
+                      CONFINE_FS_WRITE);
+}
+
+/* ---- global lsm hooks ---------------------------------------------------- */
+
+/* Global lsm programs return an errno (0: allow) and run for every task:
+ * those outside a job (no `jobs` entry for their cgroup) pass at once. */
+#define EPERM 1
+#define GLOBAL(verdict) ((verdict) == ALLOW ? 0 : -EPERM)
+
+/* The entry `dentry` in directory `dir` must be writable. */
+static __always_inline int global_entry(const struct path *dir, struct dentry *dentry, __u16 op)
+{
+    struct confine_job *job;
+    __u64 cgid;
+
+    job = current_job(&cgid);
+    if (!job)
+        return 0;
+    return GLOBAL(check_path(job, cgid, dentry, BPF_CORE_READ(dir, mnt), op, CONFINE_FS_WRITE));
+}
+
+/* The file at `path` must be writable. */
+static __always_inline int global_file(const struct path *path, __u16 op)
+{
+    struct confine_job *job;
+    __u64 cgid;
+
+    job = current_job(&cgid);
+    if (!job)
+        return 0;
+    return GLOBAL(check_path(job, cgid, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), op,
+                             CONFINE_FS_WRITE));
+}
+
+SEC("lsm/path_mkdir")
+int BPF_PROG(confine_path_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode)
+{
+    return global_entry(dir, dentry, CONFINE_OP_MKDIR);
+}
+
+SEC("lsm/path_rmdir")
+int BPF_PROG(confine_path_rmdir, const struct path *dir, struct dentry *dentry)
+{
+    return global_entry(dir, dentry, CONFINE_OP_RMDIR);
+}
+
+SEC("lsm/path_unlink")
+int BPF_PROG(confine_path_unlink, const struct path *dir, struct dentry *dentry)
+{
+    return global_entry(dir, dentry, CONFINE_OP_UNLINK);
+}
+
+SEC("lsm/path_symlink")
+int BPF_PROG(confine_path_symlink, const struct path *dir, struct dentry *dentry,
+             const char *old_name)
+{
+    return global_entry(dir, dentry, CONFINE_OP_SYMLINK);
+}
+
+SEC("lsm/path_rename")
+int BPF_PROG(confine_path_rename, const struct path *old_dir, struct dentry *old_dentry,
+             const struct path *new_dir, struct dentry *new_dentry, unsigned int flags)
+{
+    int ret = global_entry(old_dir, old_dentry, CONFINE_OP_RENAME);
+
+    return ret ? ret : global_entry(new_dir, new_dentry, CONFINE_OP_RENAME);
+}
+
+SEC("lsm/path_link")
+int BPF_PROG(confine_path_link, struct dentry *old_dentry, const struct path *new_dir,
+             struct dentry *new_dentry)
+{
+    /* Hard links never cross mounts, so the source is on new_dir's mount. */
+    int ret = global_entry(new_dir, old_dentry, CONFINE_OP_LINK);
+
+    return ret ? ret : global_entry(new_dir, new_dentry, CONFINE_OP_LINK);
+}
+
+SEC("lsm/path_truncate")
+int BPF_PROG(confine_path_truncate, const struct path *path)
+{
+    return global_file(path, CONFINE_OP_SETATTR);
+}
+
+SEC("lsm/path_chmod")
+int BPF_PROG(confine_path_chmod, const struct path *path, umode_t mode)
+{
+    return global_file(path, CONFINE_OP_SETATTR);
+}
+
+SEC("lsm/path_chown")
+int BPF_PROG(confine_path_chown, const struct path *path)
+{
+    return global_file(path, CONFINE_OP_SETATTR);
 }

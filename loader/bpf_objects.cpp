@@ -69,8 +69,39 @@ Error with_log(Error e) {
     return e;
 }
 
+// Global lsm programs are attached once, at load, through a pinned link: they
+// serve every job and outlive any one confine process.
+bool is_global(bpf_program* prog) { return bpf_program__expected_attach_type(prog) == BPF_LSM_MAC; }
+
+std::string pin_path(const std::string& dir, bpf_program* prog) {
+    return dir + "/" + (is_global(prog) ? "link_" : "") + bpf_program__name(prog);
+}
+
+Result<void> load_and_pin(bpf_object* obj, const char* name, const std::string& dir) {
+    // Maps are created and pinned by name, or reused if already pinned.
+    if (int err = bpf_object__load(obj); err)
+        return fail(with_log(Error::sys(std::string("bpf: loading object ") + name, -err)));
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, obj) {
+        std::string pin = pin_path(dir, prog);
+        unlink(pin.c_str());  // a leftover of an interrupted load
+        int err;
+        if (is_global(prog)) {
+            bpf_link* link = bpf_program__attach_lsm(prog);
+            if (!link) return fail(with_log(Error::sys(std::string("bpf: attaching ") + bpf_program__name(prog))));
+            err = bpf_link__pin(link, pin.c_str());
+            bpf_link__disconnect(link);  // the pin keeps it attached
+            bpf_link__destroy(link);
+        } else {
+            err = bpf_program__pin(prog, pin.c_str());
+        }
+        if (err) return fail(with_log(Error::sys("bpf: pinning " + pin, -err)));
+    }
+    return {};
+}
+
 // Opens one feature object, loading and pinning it unless all of its
-// programs are pinned already. Appends its programs to `progs`.
+// programs are pinned already. Appends its cgroup programs to `progs`.
 Result<void> open_feature(const Feature& f, const std::string& dir, std::vector<CgroupProg>& progs) {
     size_t size = 0;
     const void* bytes = f.elf(&size);
@@ -80,23 +111,13 @@ Result<void> open_feature(const Feature& f, const std::string& dir, std::vector<
 
     bool pinned = true;
     bpf_program* prog;
+    bpf_object__for_each_program(prog, obj.get()) pinned = pinned && access(pin_path(dir, prog).c_str(), F_OK) == 0;
+    if (!pinned)
+        if (auto r = load_and_pin(obj.get(), f.name, dir); !r) return r;
+
     bpf_object__for_each_program(prog, obj.get()) {
-        std::string pin = dir + "/" + bpf_program__name(prog);
-        pinned = pinned && access(pin.c_str(), F_OK) == 0;
-    }
-    if (!pinned) {
-        // Maps are created and pinned by name, or reused if already pinned.
-        if (int err = bpf_object__load(obj.get()); err)
-            return fail(with_log(Error::sys(std::string("bpf: loading object ") + f.name, -err)));
-        bpf_object__for_each_program(prog, obj.get()) {
-            std::string pin = dir + "/" + bpf_program__name(prog);
-            unlink(pin.c_str());  // a leftover of an interrupted load
-            if (int err = bpf_program__pin(prog, pin.c_str()); err)
-                return fail(with_log(Error::sys("bpf: pinning " + pin, -err)));
-        }
-    }
-    bpf_object__for_each_program(prog, obj.get()) {
-        std::string pin = dir + "/" + bpf_program__name(prog);
+        if (is_global(prog)) continue;
+        std::string pin = pin_path(dir, prog);
         Fd fd(bpf_obj_get(pin.c_str()));
         if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));
         progs.push_back({bpf_program__name(prog), std::move(fd), bpf_program__expected_attach_type(prog)});
