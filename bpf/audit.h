@@ -29,6 +29,7 @@ enum confine_op {
     CONFINE_OP_USERNS_CREATE,
     CONFINE_OP_PTRACE,
     CONFINE_OP_SIGNAL,
+    CONFINE_OP_BPF,
 };
 
 /* Why a decision was made; anything but POLICY is a fail-closed denial. */
@@ -45,6 +46,7 @@ enum confine_target_kind {
     CONFINE_TARGET_INET,          /* target.inet, IPv4 as v4-mapped IPv6 */
     CONFINE_TARGET_UNIX,          /* target.path: a unix socket path */
     CONFINE_TARGET_UNIX_ABSTRACT, /* target.path[0..target_len): raw name */
+    CONFINE_TARGET_TASK,          /* target.task: another process */
 };
 
 #define CONFINE_PATH_MAX 4096 /* PATH_MAX */
@@ -54,6 +56,12 @@ struct confine_inet {
     __u16 port; /* host byte order */
     __u8 proto; /* IPPROTO_TCP or IPPROTO_UDP */
     __u8 pad;
+};
+
+struct confine_task {
+    __u32 tgid;
+    __u32 signal; /* task_kill: the signal number */
+    char comm[16];
 };
 
 struct confine_event {
@@ -72,6 +80,7 @@ struct confine_event {
     union {
         char path[CONFINE_PATH_MAX];
         struct confine_inet inet;
+        struct confine_task task;
     } target;
 };
 

@@ -34,6 +34,7 @@ const char* op_name(uint16_t op) {
     case CONFINE_OP_USERNS_CREATE: return "userns_create";
     case CONFINE_OP_PTRACE: return "ptrace";
     case CONFINE_OP_SIGNAL: return "signal";
+    case CONFINE_OP_BPF: return "bpf";
     default: return "unknown";
     }
 }
@@ -84,6 +85,8 @@ std::string target(const confine_event& e) {
         return "unix:" + std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
     case CONFINE_TARGET_UNIX_ABSTRACT:
         return "unix-abstract:" + std::string(e.target.path, std::min<size_t>(e.target_len, sizeof e.target.path));
+    case CONFINE_TARGET_TASK:
+        return fmt::format("pid:{}", e.target.task.tgid);
     default:
         return "";
     }
@@ -140,6 +143,11 @@ std::string AuditLog::format(const confine_event& e) const {
         e.tgid, e.uid, json_quote(comm), op_name(e.op), json_quote(target(e)), e.denied ? "deny" : "allow",
         audit_mode_ ? "audit" : "enforce");
     if (const char* r = reason_name(e.reason)) line += fmt::format(R"(,"reason":"{}")", r);
+    if (e.target_kind == CONFINE_TARGET_TASK) {
+        const auto& t = e.target.task;
+        line += fmt::format(R"(,"target_comm":{})", json_quote({t.comm, strnlen(t.comm, sizeof t.comm)}));
+        if (e.op == CONFINE_OP_SIGNAL) line += fmt::format(R"(,"signal":{})", t.signal);
+    }
     if (e.target_kind == CONFINE_TARGET_NONE && e.op == CONFINE_OP_CONNECT)
         line += fmt::format(R"(,"family":{})", e.target_len);
     return line + "}";
