@@ -20,6 +20,11 @@
  *                  linking a file the job can't write into its workdir would
  *                  give it a second, writable-tree path to that file.
  *   path_truncate, path_chmod, path_chown - the file must be writable.
+ *   inode_setattr (times only: utimes, touch), inode_setxattr,
+ *   inode_removexattr - the file must be writable. These hooks get a dentry
+ *                  but no mount: the file's path is computed through each
+ *                  mount of its filesystem that the task can reach, and every
+ *                  one must allow the write.
  *
  * A decision resolves that pair to an absolute path (path.bpf.h) and looks
  * it up in the job's rules: longest prefix wins (see fs.h). Files on
@@ -239,4 +244,142 @@ SEC("lsm/path_chown")
 int BPF_PROG(confine_path_chown, const struct path *path)
 {
     return global_file(path, CONFINE_OP_SETATTR);
+}
+
+/* ---- dentry-only hooks --------------------------------------------------- */
+
+/* From include/linux/fs.h (unchanged 6.1 to 7.1). */
+#define ATTR_MODE 0x1
+#define ATTR_UID 0x2
+#define ATTR_GID 0x4
+#define ATTR_SIZE 0x8
+#define MAX_SB_MOUNTS 4
+
+/* Overlayfs copies files up and sets their attributes and xattrs in the
+ * job's context but with the mounter's credentials swapped in; those calls
+ * are the kernel's, decided already on the overlay's own path. A job can't
+ * swap in another user's credentials itself. */
+static __always_inline bool kernel_override(struct task_struct *task)
+{
+    return BPF_CORE_READ(task, cred, fsuid.val) != BPF_CORE_READ(task, real_cred, fsuid.val);
+}
+
+/* The mounts of a superblock: a list_head through mount.mnt_instance up to
+ * 6.12; later kernels (seen in 7.2) chain them from a struct mount *
+ * s_mounts through mount.mnt_next_for_sb. */
+struct super_block___mount_chain {
+    struct mount *s_mounts;
+} __attribute__((preserve_access_index));
+struct mount___mount_chain {
+    struct mount *mnt_next_for_sb;
+} __attribute__((preserve_access_index));
+
+static __always_inline bool mount_chain(void)
+{
+    return bpf_core_field_exists(struct mount___mount_chain, mnt_next_for_sb);
+}
+
+static __always_inline struct mount *sb_first_mount(struct super_block *sb)
+{
+    struct list_head *head, *next;
+
+    if (mount_chain())
+        return BPF_CORE_READ((struct super_block___mount_chain *)sb, s_mounts);
+    head = (void *)sb + bpf_core_field_offset(struct super_block, s_mounts);
+    next = BPF_CORE_READ(sb, s_mounts.next);
+    return next == head ? NULL : (void *)next - bpf_core_field_offset(struct mount, mnt_instance);
+}
+
+static __always_inline struct mount *sb_next_mount(struct super_block *sb, struct mount *m)
+{
+    struct list_head *head, *next;
+
+    if (mount_chain())
+        return BPF_CORE_READ((struct mount___mount_chain *)m, mnt_next_for_sb);
+    head = (void *)sb + bpf_core_field_offset(struct super_block, s_mounts);
+    next = BPF_CORE_READ(m, mnt_instance.next);
+    return next == head ? NULL : (void *)next - bpf_core_field_offset(struct mount, mnt_instance);
+}
+
+/* The file at `dentry` must be writable through every mount of its
+ * filesystem that the task can reach. More mounts than we can check: deny. */
+static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct super_block *sb = BPF_CORE_READ(dentry, d_sb);
+    struct mnt_namespace *ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
+    struct confine_job *job;
+    struct vfsmount *vm;
+    struct resolved r;
+    struct mount *m;
+    __u64 cgid;
+
+    job = current_job(&cgid);
+    if (!job || kernel_override(task))
+        return 0;
+    m = sb_first_mount(sb);
+#pragma unroll
+    for (int i = 0; i < MAX_SB_MOUNTS; i++) {
+        if (!m)
+            return 0;
+        vm = (void *)m + bpf_core_field_offset(struct mount, mnt);
+        if (BPF_CORE_READ(m, mnt_ns) != ns)
+            goto next;
+        if (!resolve(dentry, vm, &r))
+            return GLOBAL(refuse(job, cgid, op));
+        /* A mount under another root (a layer the job can't name) grants
+         * and denies nothing; a reachable one must allow the write. */
+        if (r.reason == CONFINE_REASON_OUTSIDE_ROOT ||
+            (r.reason == CONFINE_REASON_POLICY && (granted(&r, cgid) & CONFINE_FS_WRITE))) {
+            scratch_release(r.s);
+            goto next;
+        }
+        scratch_release(r.s);
+        return GLOBAL(check_path(job, cgid, dentry, vm, op, CONFINE_FS_WRITE));
+next:
+        m = sb_next_mount(sb, m);
+    }
+    return m ? GLOBAL(refuse(job, cgid, op)) : 0;
+}
+
+/* Mode, owner and size changes were decided by path_chmod, path_chown,
+ * path_truncate and file_open; what is left are the times. */
+static __always_inline int setattr_times(struct dentry *dentry, struct iattr *attr)
+{
+    if (BPF_CORE_READ(attr, ia_valid) & (ATTR_MODE | ATTR_UID | ATTR_GID | ATTR_SIZE))
+        return 0;
+    return global_dentry(dentry, CONFINE_OP_SETATTR);
+}
+
+struct mnt_idmap; /* not in 6.1's BTF */
+
+/* Since 6.3 (commit c1632a0f1120, "fs: port ->setattr() to pass mnt_idmap")
+ * inode_setattr takes a struct mnt_idmap * first. The loader loads the
+ * variant that matches the running kernel: a program whose name ends in
+ * _pre_6_3 replaces its namesake on kernels without struct mnt_idmap. */
+SEC("lsm/inode_setattr")
+int BPF_PROG(confine_inode_setattr, struct mnt_idmap *idmap, struct dentry *dentry,
+             struct iattr *attr)
+{
+    return setattr_times(dentry, attr);
+}
+
+SEC("lsm/inode_setattr")
+int BPF_PROG(confine_inode_setattr_pre_6_3, struct dentry *dentry, struct iattr *attr)
+{
+    return setattr_times(dentry, attr);
+}
+
+/* The xattr hooks have the dentry second both before 6.3 (after a struct
+ * user_namespace *) and since (after a struct mnt_idmap *). */
+SEC("lsm/inode_setxattr")
+int BPF_PROG(confine_inode_setxattr, void *idmap, struct dentry *dentry)
+{
+    return global_dentry(dentry, CONFINE_OP_SETXATTR);
+}
+
+SEC("lsm/inode_removexattr")
+int BPF_PROG(confine_inode_removexattr, void *idmap, struct dentry *dentry)
+{
+    return global_dentry(dentry, CONFINE_OP_SETXATTR);
 }

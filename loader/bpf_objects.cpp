@@ -1,6 +1,7 @@
 #include "loader/bpf_objects.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/file.h>
@@ -69,6 +70,28 @@ Error with_log(Error e) {
     return e;
 }
 
+// A program named NAME_pre_6_3 stands in for NAME on kernels before 6.3,
+// whose hooks lack the struct mnt_idmap argument; exactly one of the two
+// loads. Returns whether `prog` belongs on this kernel.
+constexpr std::string_view kPre63 = "_pre_6_3";
+
+bool kernel_has_mnt_idmap() {
+    static const bool has = [] {
+        btf* vmlinux = btf__load_vmlinux_btf();
+        bool found = vmlinux && btf__find_by_name_kind(vmlinux, "mnt_idmap", BTF_KIND_STRUCT) >= 0;
+        btf__free(vmlinux);
+        return found;
+    }();
+    return has;
+}
+
+bool belongs_here(bpf_object* obj, bpf_program* prog) {
+    std::string_view name = bpf_program__name(prog);
+    if (name.ends_with(kPre63)) return !kernel_has_mnt_idmap();
+    std::string pre = std::string(name) + std::string(kPre63);
+    return !bpf_object__find_program_by_name(obj, pre.c_str()) || kernel_has_mnt_idmap();
+}
+
 // Global lsm programs are attached once, at load, through a pinned link: they
 // serve every job and outlive any one confine process.
 bool is_global(bpf_program* prog) { return bpf_program__expected_attach_type(prog) == BPF_LSM_MAC; }
@@ -83,6 +106,7 @@ Result<void> load_and_pin(bpf_object* obj, const char* name, const std::string& 
         return fail(with_log(Error::sys(std::string("bpf: loading object ") + name, -err)));
     bpf_program* prog;
     bpf_object__for_each_program(prog, obj) {
+        if (!bpf_program__autoload(prog)) continue;
         std::string pin = pin_path(dir, prog);
         unlink(pin.c_str());  // a leftover of an interrupted load
         int err;
@@ -111,12 +135,15 @@ Result<void> open_feature(const Feature& f, const std::string& dir, std::vector<
 
     bool pinned = true;
     bpf_program* prog;
-    bpf_object__for_each_program(prog, obj.get()) pinned = pinned && access(pin_path(dir, prog).c_str(), F_OK) == 0;
+    bpf_object__for_each_program(prog, obj.get()) {
+        bpf_program__set_autoload(prog, belongs_here(obj.get(), prog));
+        if (bpf_program__autoload(prog)) pinned = pinned && access(pin_path(dir, prog).c_str(), F_OK) == 0;
+    }
     if (!pinned)
         if (auto r = load_and_pin(obj.get(), f.name, dir); !r) return r;
 
     bpf_object__for_each_program(prog, obj.get()) {
-        if (is_global(prog)) continue;
+        if (is_global(prog) || !bpf_program__autoload(prog)) continue;
         std::string pin = pin_path(dir, prog);
         Fd fd(bpf_obj_get(pin.c_str()));
         if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));

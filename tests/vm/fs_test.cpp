@@ -49,6 +49,32 @@ TEST_F(FsTest, ReadingThroughACommittedSymlinkIsDeniedAndAuditsTheTarget) {
     EXPECT_DENIAL(r, "open_read", kSshKey, "cat");
 }
 
+TEST_F(FsTest, ReadingThroughProcSelfRootIsDenied) {
+    const std::string cmd = fmt::format("cat /proc/self/root{}", kSshKey);
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.status, 0) << control.describe();
+
+    Result r = run_confined("", cmd);
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out.find(kSshSecret), npos) << r.describe();
+    EXPECT_DENIAL(r, "open_read", kSshKey, "cat");
+}
+
+TEST_F(FsTest, ReadingThroughAHardlinkTheJobMakesIsDenied) {
+    // The link would live in the writable workdir, where reads are allowed:
+    // making it, or reading through it, must fail.
+    const std::string cmd = fmt::format("ln {} hl && cat hl", kSshKey);
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_NE(control.out.find(kSshSecret), npos) << control.describe();
+    unlink((work() + "/hl").c_str());
+
+    Result r = run_confined("", cmd);
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out.find(kSshSecret), npos) << "the secret leaked through a hardlink\n" << r.describe();
+    EXPECT_EQ(r.audit.size(), 1u) << r.describe();
+}
+
 TEST_F(FsTest, ReadingAllowedFilesWorks) {
     write_file(work() + "/mine.txt", "mine\n");
     Result r = run_confined("", "cat /etc/hostname mine.txt && ls /usr >/dev/null");

@@ -40,22 +40,25 @@ void chown_to_user(const std::string& path) {
         ADD_FAILURE() << "chown " << path << ": " << strerror(errno);
 }
 
-// Creates the test user and its fake credentials, once per guest.
-void create_user() {
+// Why the guest can't run the tests; empty once the environment is ready.
+std::string g_setup_error;
+
+// Creates the test user and its fake credentials, once per guest. Returns
+// what went wrong, or "".
+std::string create_user() {
     if (!getpwnam(kUser)) {
         Process p = Process::start({.argv = {"/usr/sbin/useradd", "-m", "-s", "/bin/sh", kUser},
                                     .env = confine_env()});
-        Result r = p.wait();
-        ASSERT_EQ(r.status, 0) << "useradd failed\n" << r.describe();
+        if (Result r = p.wait(); r.status != 0) return "useradd failed\n" + r.describe();
     }
     const passwd* pw = getpwnam(kUser);
-    ASSERT_NE(pw, nullptr) << "no user " << kUser << " after useradd";
-    ASSERT_EQ(std::string(pw->pw_dir), kUserHome);
+    if (!pw) return fmt::format("no user {} after useradd", kUser);
+    if (std::string(pw->pw_dir) != kUserHome) return fmt::format("{} has home {}, not {}", kUser, pw->pw_dir, kUserHome);
     g_user.uid = pw->pw_uid;
     g_user.gid = pw->pw_gid;
     int n = 64;
     g_user.groups.resize(n);
-    ASSERT_GE(getgrouplist(kUser, pw->pw_gid, g_user.groups.data(), &n), 0);
+    if (getgrouplist(kUser, pw->pw_gid, g_user.groups.data(), &n) < 0) return "getgrouplist failed";
     g_user.groups.resize(n);
 
     chmod(kUserHome, 0700);
@@ -75,32 +78,40 @@ void create_user() {
         chown_to_user(f.path);
         chmod(f.path, f.mode);
     }
+    return "";
 }
 
-// Runs for the whole binary, before any test: the guest must be able to
-// enforce, or every test fails here, loudly.
+// Readies the guest; returns what went wrong, or "".
+std::string prepare_guest() {
+    // This suite adds a user, mounts and loads BPF programs: never on a
+    // developer's machine. vmtest/run sets VMTEST=1 in the guest.
+    const char* vm = getenv("VMTEST");
+    if (!vm || std::string(vm) != "1")
+        return "confine_vm_tests must run inside a vmtest guest: vmtest/run --kernel all -- <this binary>";
+    if (geteuid() != 0) return "confine_vm_tests must run as root (vmtest/run does)";
+
+    // Debian 6.1 gates unprivileged user namespaces behind this sysctl;
+    // the userns tests need them to work unconfined.
+    if (exists("/proc/sys/kernel/unprivileged_userns_clone"))
+        std::ofstream("/proc/sys/kernel/unprivileged_userns_clone") << "1\n";
+
+    if (std::string e = create_user(); !e.empty()) return e;
+    fs::create_directories(kTestRoot);
+
+    Process p = Process::start({.argv = {confine_bin(), "probe"}, .env = confine_env()});
+    if (Result r = p.wait(); r.status != 0)
+        return "`confine probe` fails: this kernel can't enforce, so no test can run\n" + r.describe();
+    return "";
+}
+
+// Runs once, before any test. A guest that can't enforce makes every test
+// fail (in VmTest::SetUp), never skip: gtest would skip them all after a
+// fatal failure here, so this one is not fatal.
 class VmEnvironment : public ::testing::Environment {
 public:
     void SetUp() override {
-        // This suite adds a user, mounts and loads BPF programs: never on a
-        // developer's machine. vmtest/run sets VMTEST=1 in the guest.
-        const char* vm = getenv("VMTEST");
-        ASSERT_TRUE(vm && std::string(vm) == "1")
-            << "confine_vm_tests must run inside a vmtest guest: vmtest/run --kernel all -- " << "<this binary>";
-        ASSERT_EQ(geteuid(), 0u) << "confine_vm_tests must run as root (vmtest/run does)";
-
-        // Debian 6.1 gates unprivileged user namespaces behind this sysctl;
-        // the userns tests need them to work unconfined.
-        if (exists("/proc/sys/kernel/unprivileged_userns_clone"))
-            std::ofstream("/proc/sys/kernel/unprivileged_userns_clone") << "1\n";
-
-        create_user();
-        fs::create_directories(kTestRoot);
-
-        Process p = Process::start({.argv = {confine_bin(), "probe"}, .env = confine_env()});
-        Result r = p.wait();
-        ASSERT_EQ(r.status, 0) << "`confine probe` fails: this kernel can't enforce, so no test can run\n"
-                               << r.describe();
+        g_setup_error = prepare_guest();
+        if (!g_setup_error.empty()) ADD_FAILURE() << g_setup_error;
     }
 };
 
@@ -353,7 +364,9 @@ Result Process::wait(int timeout_s) {
 // ---- per-test fixture ------------------------------------------------------------
 
 void VmTest::SetUp() {
-    ASSERT_NE(g_user.uid, 0u) << "the test environment did not set up (see above)";
+    if (!g_setup_error.empty())
+        FAIL() << "the guest is not ready for these tests (details at the top): "
+               << g_setup_error.substr(0, g_setup_error.find('\n'));
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     name_ = fmt::format("{}.{}", info->test_suite_name(), info->name());
     for (char& c : name_)
