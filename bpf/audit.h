@@ -30,6 +30,7 @@ enum confine_op {
     CONFINE_OP_PTRACE,
     CONFINE_OP_SIGNAL,
     CONFINE_OP_BPF,
+    CONFINE_OP_SOCKET, /* socket(2) of a family the policy doesn't grant */
 };
 
 /* Why a decision was made; anything but POLICY is a fail-closed denial. */
@@ -41,7 +42,7 @@ enum confine_reason {
 };
 
 enum confine_target_kind {
-    CONFINE_TARGET_NONE = 0,
+    CONFINE_TARGET_NONE = 0,      /* socket ops: target_len holds the family */
     CONFINE_TARGET_PATH,          /* target.path, NUL-terminated */
     CONFINE_TARGET_INET,          /* target.inet, IPv4 as v4-mapped IPv6 */
     CONFINE_TARGET_UNIX,          /* target.path: a unix socket path */

@@ -21,7 +21,8 @@
 struct confine_job {
     __u32 flags;
     __u32 pad;
-    __u64 lost; /* events dropped because the job's ring buffer was full */
+    __u64 families; /* bit N: the job may create sockets of address family N */
+    __u64 lost;     /* events dropped because the job's ring buffer was full */
 };
 
 /* Sizes of the shared maps. A full map makes `confine run` refuse to start

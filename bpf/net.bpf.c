@@ -3,14 +3,26 @@
  * Hooks (lsm_cgroup, attached to each job's cgroup):
  *   socket_connect      - connect(2) on TCP and UDP over IPv4 and IPv6
  *                         (v4-mapped IPv6 counts as IPv4): only the policy's
- *                         `connect` destinations. Families other than inet,
- *                         inet6 and unix are refused.
+ *                         `connect` destinations and loopback ports the job
+ *                         bound itself. Other families are refused.
+ *   socket_sendmsg      - the same for sendto/sendmsg with a destination
+ *                         (unconnected UDP, TCP Fast Open).
  *   unix_stream_connect - unix stream and seqpacket connect, and
  *   unix_may_send       - unix datagram connect and send: decided on the
  *                         peer the kernel found, so a path is the socket's
  *                         real, symlink-free path, and a socket that doesn't
  *                         exist is never reported. The job's own sockets are
  *                         always reachable.
+ *
+ * Hooks, global lsm (a task outside any job pays one hash lookup):
+ *   socket_create       - only the address families the policy grants
+ *                         (unix, inet, inet6, plus [network] families), so
+ *                         e.g. netlink (`ip addr`) or packet sockets are
+ *                         refused unless listed.
+ *
+ * cgroup sock programs (per cgroup, outside the lsm_cgroup slot budget):
+ *   post_bind4/6, sock_release - keep `job_ports`, the TCP/UDP ports the
+ *                         job's sockets are bound to.
  *
  * The kernel runs socket hooks for the cgroup of the socket's creator
  * (bpf_lsm_find_cgroup_shim picks the socket/sock shim for a first argument
@@ -69,15 +81,82 @@ static __always_inline int inet_key(struct confine_net_key *key, struct socket *
     return 0;
 }
 
+/* key: job cgroup id, TCP or UDP, port; value: how many of the job's
+ * sockets are bound to that port. Filled by post_bind4/6 and emptied by
+ * sock_release, so "the job's own loopback port" is exact while it lasts. */
+struct port_key {
+    __u64 cgroup_id;
+    __u16 kind; /* CONFINE_NET_TCP or CONFINE_NET_UDP */
+    __u16 port;
+    __u32 pad;
+};
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CONFINE_MAX_NET_RULES);
+    __type(key, struct port_key);
+    __type(value, __u32);
+    __uint(pinning, LIBBPF_PIN_BY_NAME);
+} job_ports SEC(".maps");
+
+static __always_inline bool is_loopback(const __u8 *a)
+{
+    if (a[10] == 0xff && a[11] == 0xff) /* v4-mapped: 127.0.0.0/8 */
+        return a[12] == 127;
+    /* ::1; `a` is 8-byte aligned (confine_net_key.addr) */
+    return *(const __u64 *)a == 0 && *(const __u64 *)(a + 8) == bpf_cpu_to_be64(1);
+}
+
+/* Decides a TCP/UDP destination: a `connect` rule, or a loopback port one of
+ * the job's own sockets is bound to. `op` names a refusal. */
+static __always_inline int check_inet(struct confine_job *job, struct socket *sock,
+                                      struct sockaddr *address, __u16 family,
+                                      struct confine_net_key *key, __u16 op)
+{
+    struct confine_event *e;
+    struct port_key pk = {};
+    __u32 *ops;
+
+    if (inet_key(key, sock, address, family) == 0) {
+        ops = bpf_map_lookup_elem(&net_rules, key);
+        if (ops && (*ops & CONFINE_NET_CONNECT))
+            return ALLOW;
+        if (is_loopback(key->addr)) {
+            pk.cgroup_id = key->cgroup_id;
+            pk.kind = key->kind;
+            pk.port = key->port;
+            if (bpf_map_lookup_elem(&job_ports, &pk))
+                return ALLOW;
+        }
+    }
+    e = event_reserve(job, key->cgroup_id, op, CONFINE_REASON_POLICY);
+    if (e) {
+        e->target_kind = CONFINE_TARGET_INET;
+        __builtin_memcpy(e->target.inet.addr, key->addr, 16);
+        e->target.inet.port = key->port;
+        e->target.inet.proto = key->kind == CONFINE_NET_UDP ? IPPROTO_UDP : IPPROTO_TCP;
+        bpf_ringbuf_submit(e, 0);
+    }
+    return verdict(job);
+}
+
+/* Refuses a socket family no rule can grant, reporting it by number. */
+static __always_inline int refuse_family(struct confine_job *job, __u64 cgid, __u16 family, __u16 op)
+{
+    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY);
+
+    if (e) {
+        e->target_len = family;
+        bpf_ringbuf_submit(e, 0);
+    }
+    return verdict(job);
+}
+
 SEC("lsm_cgroup/socket_connect")
 int BPF_PROG(confine_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen)
 {
     struct confine_net_key key = {};
-    struct confine_event *e;
     struct confine_job *job;
-    __u32 *ops;
     __u16 family;
-    int bad;
 
     key.cgroup_id = sock_cgroup_id(BPF_CORE_READ(sock, sk));
     job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
@@ -87,41 +166,116 @@ int BPF_PROG(confine_socket_connect, struct socket *sock, struct sockaddr *addre
     family = BPF_CORE_READ(address, sa_family);
     switch (family) {
     case AF_UNSPEC: /* dissolves a UDP association; reaches nobody */
+    case AF_UNIX:   /* decided on the peer by the unix_* hooks below */
         return ALLOW;
     case AF_INET:
     case AF_INET6:
-        bad = inet_key(&key, sock, address, family);
-        break;
-    case AF_UNIX: /* decided on the peer by the unix_* hooks below */
-        return ALLOW;
+        return check_inet(job, sock, address, family, &key, CONFINE_OP_CONNECT);
     default:
-        bad = 1;
-        break;
+        return refuse_family(job, key.cgroup_id, family, CONFINE_OP_CONNECT);
     }
-    if (!bad) {
-        ops = bpf_map_lookup_elem(&net_rules, &key);
-        if (ops && (*ops & CONFINE_NET_CONNECT))
-            return ALLOW;
-    }
+}
 
-    e = event_reserve(job, key.cgroup_id, CONFINE_OP_CONNECT, CONFINE_REASON_POLICY);
-    if (e) {
-        switch (key.kind) {
-        case CONFINE_NET_TCP:
-        case CONFINE_NET_UDP:
-            e->target_kind = CONFINE_TARGET_INET;
-            __builtin_memcpy(e->target.inet.addr, key.addr, 16);
-            e->target.inet.port = key.port;
-            e->target.inet.proto = key.kind == CONFINE_NET_TCP ? IPPROTO_TCP : IPPROTO_UDP;
-            break;
-        default: /* another family: report it as its number */
-            e->target_kind = CONFINE_TARGET_NONE;
-            e->target_len = family;
-            break;
-        }
-        bpf_ringbuf_submit(e, 0);
-    }
-    return verdict(job);
+/* sendto/sendmsg with a destination: unconnected UDP, and TCP Fast Open
+ * (MSG_FASTOPEN connects without connect(2)). Sends without a destination
+ * go where a checked connect pointed the socket. */
+SEC("lsm_cgroup/socket_sendmsg")
+int BPF_PROG(confine_socket_sendmsg, struct socket *sock, struct msghdr *msg, int size)
+{
+    struct confine_net_key key = {};
+    struct sockaddr *address = BPF_CORE_READ(msg, msg_name);
+    struct confine_job *job;
+    __u16 family;
+
+    if (!address)
+        return ALLOW;
+    key.cgroup_id = sock_cgroup_id(BPF_CORE_READ(sock, sk));
+    job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
+    if (!job)
+        return DENY;
+    family = BPF_CORE_READ(address, sa_family);
+    if (family != AF_INET && family != AF_INET6)
+        return ALLOW; /* unix datagrams: unix_may_send decides on the peer */
+    return check_inet(job, sock, address, family, &key, CONFINE_OP_SENDMSG);
+}
+
+SEC("lsm/socket_create")
+int BPF_PROG(confine_socket_create, int family, int type, int protocol, int kern)
+{
+    struct confine_job *job;
+    __u64 cgid;
+
+    if (kern) /* the kernel's own sockets */
+        return 0;
+    job = current_job(&cgid);
+    if (!job || (family >= 0 && family < 64 && (job->families & (1ull << family))))
+        return 0;
+    return refuse_family(job, cgid, family, CONFINE_OP_SOCKET) == ALLOW ? 0 : -1 /* EPERM */;
+}
+
+/* ---- the job's own ports (cgroup sock programs: no LSM slot) ------------- */
+
+/* key: socket cookie; value: the job_ports entry the socket counts in.
+ * sock_release can't read a socket's port, but it can name the socket. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CONFINE_MAX_NET_RULES);
+    __type(key, __u64);
+    __type(value, struct port_key);
+    __uint(pinning, LIBBPF_PIN_BY_NAME);
+} bound_socks SEC(".maps");
+
+static __always_inline int record_bind(struct bpf_sock *sk)
+{
+    __u64 cookie = bpf_get_socket_cookie(sk);
+    struct port_key pk = {};
+    __u32 one = 1, *count;
+
+    if (sk->protocol == IPPROTO_TCP)
+        pk.kind = CONFINE_NET_TCP;
+    else if (sk->protocol == IPPROTO_UDP)
+        pk.kind = CONFINE_NET_UDP;
+    else
+        return 1;
+    pk.cgroup_id = bpf_get_current_cgroup_id();
+    pk.port = sk->src_port;
+    if (!bpf_map_lookup_elem(&jobs, &pk.cgroup_id) ||
+        bpf_map_update_elem(&bound_socks, &cookie, &pk, BPF_NOEXIST))
+        return 1;
+    count = bpf_map_lookup_elem(&job_ports, &pk);
+    if (count)
+        __sync_fetch_and_add(count, 1);
+    else
+        bpf_map_update_elem(&job_ports, &pk, &one, BPF_NOEXIST);
+    return 1;
+}
+
+SEC("cgroup/post_bind4")
+int confine_post_bind4(struct bpf_sock *sk)
+{
+    return record_bind(sk);
+}
+
+SEC("cgroup/post_bind6")
+int confine_post_bind6(struct bpf_sock *sk)
+{
+    return record_bind(sk);
+}
+
+SEC("cgroup/sock_release")
+int confine_sock_release(struct bpf_sock *sk)
+{
+    __u64 cookie = bpf_get_socket_cookie(sk);
+    struct port_key *pk = bpf_map_lookup_elem(&bound_socks, &cookie);
+    __u32 *count;
+
+    if (!pk)
+        return 1;
+    count = bpf_map_lookup_elem(&job_ports, pk);
+    if (count && __sync_fetch_and_add(count, -1) <= 1)
+        bpf_map_delete_elem(&job_ports, pk);
+    bpf_map_delete_elem(&bound_socks, &cookie);
+    return 1;
 }
 
 /* ---- unix sockets -------------------------------------------------------- */

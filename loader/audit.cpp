@@ -35,6 +35,7 @@ const char* op_name(uint16_t op) {
     case CONFINE_OP_PTRACE: return "ptrace";
     case CONFINE_OP_SIGNAL: return "signal";
     case CONFINE_OP_BPF: return "bpf";
+    case CONFINE_OP_SOCKET: return "socket";
     default: return "unknown";
     }
 }
@@ -148,7 +149,8 @@ std::string AuditLog::format(const confine_event& e) const {
         line += fmt::format(R"(,"target_comm":{})", json_quote({t.comm, strnlen(t.comm, sizeof t.comm)}));
         if (e.op == CONFINE_OP_SIGNAL) line += fmt::format(R"(,"signal":{})", t.signal);
     }
-    if (e.target_kind == CONFINE_TARGET_NONE && e.op == CONFINE_OP_CONNECT)
+    if (e.target_kind == CONFINE_TARGET_NONE &&
+        (e.op == CONFINE_OP_CONNECT || e.op == CONFINE_OP_SOCKET))
         line += fmt::format(R"(,"family":{})", e.target_len);
     return line + "}";
 }

@@ -20,6 +20,8 @@
 #include <fmt/format.h>
 
 #include "bpf/fs.h"
+#include <sys/socket.h>
+
 #include "policy/policy.h"
 
 namespace confine::policy {
@@ -291,6 +293,9 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
     c.mode = p.mode;
     c.connect = p.net.connect;
     c.bind = p.net.bind;
+    // unix, inet and inet6 always; anything else only when the policy says.
+    c.families = (1ull << AF_UNIX) | (1ull << AF_INET) | (1ull << AF_INET6);
+    for (int f : p.net.families) c.families |= 1ull << f;
     c.user_namespaces = p.user_namespaces;
     c.env_keep = p.env_keep;
     c.env_set = p.env_set;
@@ -314,6 +319,10 @@ std::string render(const Compiled& c) {
     out += "\n[network]\n";
     out += "connect = " + string_list(connect) + "\n";
     out += "bind = " + string_list(bind) + "\n";
+    std::vector<std::string> families;
+    for (const auto& [name, number] : family_names())
+        if (c.families & (1ull << number)) families.push_back(std::string(name));
+    out += "families = " + string_list(families) + "\n";
 
     out += "\n[process]\n";
     out += fmt::format("user_namespaces = {}\n", c.user_namespaces);
@@ -326,6 +335,21 @@ std::string render(const Compiled& c) {
             fmt::format("{} {} = {}", i ? "," : "", c.env_set[i].first, quote(c.env_set[i].second));
     out += c.env_set.empty() ? "}\n" : " }\n";
     return out;
+}
+
+const std::vector<std::pair<std::string_view, int>>& family_names() {
+    // AF_* numbers are kernel ABI (include/linux/socket.h).
+    static const std::vector<std::pair<std::string_view, int>> names = {
+        {"unix", AF_UNIX},           {"inet", AF_INET},       {"inet6", AF_INET6},
+        {"netlink", AF_NETLINK},     {"packet", AF_PACKET},   {"key", AF_KEY},
+        {"appletalk", AF_APPLETALK}, {"ax25", AF_AX25},       {"x25", AF_X25},
+        {"llc", AF_LLC},             {"can", AF_CAN},         {"tipc", AF_TIPC},
+        {"bluetooth", AF_BLUETOOTH}, {"rds", AF_RDS},         {"alg", AF_ALG},
+        {"nfc", AF_NFC},             {"vsock", AF_VSOCK},     {"kcm", AF_KCM},
+        {"qipcrtr", AF_QIPCRTR},     {"smc", AF_SMC},         {"xdp", AF_XDP},
+        {"mctp", 45},  // AF_MCTP: newer than glibc 2.36's headers
+    };
+    return names;
 }
 
 }  // namespace confine::policy

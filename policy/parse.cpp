@@ -353,9 +353,21 @@ private:
     }
 
     void network(const toml::table& t, Policy& p) {
-        check_keys(t, "network", {"connect", "bind"});
+        check_keys(t, "network", {"connect", "bind", "families"});
         endpoints(t, "connect", p.net.connect);
         endpoints(t, "bind", p.net.bind);
+        if (const toml::node* n = t.get("families")) {
+            for (auto* s : strings(*n, "network.families")) {
+                auto it = std::ranges::find(family_names(), std::string_view(s->get()),
+                                            &std::pair<std::string_view, int>::first);
+                if (it == family_names().end())
+                    error(s->source(), fmt::format("network.families: unknown address family '{}' "
+                                                   "(e.g. netlink, packet, vsock, bluetooth, can, alg)",
+                                                   s->get()));
+                else
+                    p.net.families.push_back(it->second);
+            }
+        }
     }
 
     void process(const toml::table& t, Policy& p) {

@@ -58,6 +58,7 @@ struct Policy {
     } fs;
     struct {
         std::vector<Endpoint> connect, bind;
+        std::vector<int> families;  // AF_* numbers granted beyond unix, inet, inet6
     } net;
     bool user_namespaces = false;
     std::vector<std::string> env_keep;
@@ -91,10 +92,14 @@ struct Compiled {
     Mode mode = Mode::Enforce;
     std::vector<FsEntry> fs;  // sorted by prefix, one entry per distinct prefix
     std::vector<Endpoint> connect, bind;
+    uint64_t families = 0;  // bit N: sockets of address family N may be created
     bool user_namespaces = false;
     std::vector<std::string> env_keep;
     std::vector<std::pair<std::string, std::string>> env_set;
 };
+
+// Names accepted in [network] families, and their AF_* numbers.
+const std::vector<std::pair<std::string_view, int>>& family_names();
 
 // Expands variables, resolves symlinks in rule paths (the existing part of
 // each path), and merges the rules by longest-prefix precedence.
