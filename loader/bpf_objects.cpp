@@ -41,7 +41,7 @@ const Feature kFeatures[] = {
     {"net", net_bpf__elf_bytes},
     {"proc", proc_bpf__elf_bytes},
 };
-const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules"};
+const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules", "job_ports", "bound_socks"};
 
 // Pins are per build: objects from another confine version keep serving
 // their own jobs and never meet this build's maps.

@@ -26,7 +26,7 @@ public:
     // use. Serialized by a lock on the pin directory.
     static Result<BpfObjects> open();
 
-    int map_fd(const std::string& name) const;  // "jobs", "rings", "fs_rules", "net_rules"
+    int map_fd(const std::string& name) const;  // a map of bpf/*.bpf.c, by name
     const std::vector<CgroupProg>& cgroup_progs() const { return progs_; }
     const std::string& pin_dir() const { return dir_; }
 
