@@ -9,6 +9,7 @@
 #include <sys/vfs.h>
 
 #include <cstdarg>
+#include <filesystem>
 #include <memory>
 
 #include "fs.skel.h"
@@ -152,6 +153,21 @@ Result<void> open_feature(const Feature& f, const std::string& dir, std::vector<
     return {};
 }
 
+// Removes the pins of other builds that no job uses any more: unpinning a
+// global program's link detaches it. Called with the lock held.
+void collect_other_builds(const std::string& top, const std::string& keep) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(top, ec)) {
+        std::string dir = entry.path();
+        if (dir == keep || !entry.is_directory(ec)) continue;
+        Fd jobs(bpf_obj_get((dir + "/jobs").c_str()));
+        uint64_t key;
+        if (jobs && bpf_map_get_next_key(jobs.get(), nullptr, &key) == 0) continue;  // still in use
+        for (const auto& pin : std::filesystem::directory_iterator(dir, ec)) unlink(pin.path().c_str());
+        rmdir(dir.c_str());
+    }
+}
+
 }  // namespace
 
 void set_libbpf_verbose(bool verbose) {
@@ -175,6 +191,7 @@ Result<BpfObjects> BpfObjects::open() {
 
     BpfObjects o;
     o.dir_ = top + "/" + build_tag();
+    collect_other_builds(top, o.dir_);
     if (auto r = ensure_dir(o.dir_); !r) return fail(r.error());
     for (const Feature& f : kFeatures)
         if (auto r = open_feature(f, o.dir_, o.progs_); !r) return fail(r.error());

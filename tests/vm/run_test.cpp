@@ -143,7 +143,7 @@ TEST_F(RunTest, OnlyStdioIsInherited) {
 // ---- exit statuses -------------------------------------------------------------
 
 TEST_F(RunTest, CommandStatusPassesThrough) {
-    // 125-127 too: the job's own, not confine's failures.
+    // 126 is also one of confine's own codes: the job's must pass through unchanged.
     for (int code : {0, 7, 126, 255}) {
         Result r = run_confined("", fmt::format("exit {}", code));
         EXPECT_EQ(r.status, code) << r.describe();
