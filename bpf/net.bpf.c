@@ -21,6 +21,9 @@
  *                         refused unless listed.
  *
  * cgroup sock programs (per cgroup, outside the lsm_cgroup slot budget):
+ *   bind4/6             - bind(2) of TCP/UDP: loopback addresses always (the
+ *                         job's own); others only as the policy's `bind`
+ *                         rules list them (a rule's port 0: any port).
  *   post_bind4/6, sock_release - keep `job_ports`, the TCP/UDP ports the
  *                         job's sockets are bound to.
  *
@@ -211,6 +214,74 @@ int BPF_PROG(confine_socket_create, int family, int type, int protocol, int kern
     if (!job || (family >= 0 && family < 64 && (job->families & (1ull << family))))
         return 0;
     return refuse_family(job, cgid, family, CONFINE_OP_SOCKET) == ALLOW ? 0 : -1 /* EPERM */;
+}
+
+/* `family` is a constant per program: bind4 may not read user_ip6. */
+static __always_inline int check_bind(struct bpf_sock_addr *ctx, __u16 family)
+{
+    struct confine_net_key key = {};
+    struct confine_event *e;
+    struct confine_job *job;
+    __u32 *ops;
+
+    key.cgroup_id = bpf_get_current_cgroup_id();
+    job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
+    if (!job)
+        return DENY;
+    if (ctx->protocol == IPPROTO_TCP)
+        key.kind = CONFINE_NET_TCP;
+    else if (ctx->protocol == IPPROTO_UDP)
+        key.kind = CONFINE_NET_UDP;
+    else
+        return ALLOW; /* raw and other inet sockets: no port to own */
+    if (family == AF_INET) {
+        __u32 ip4 = ctx->user_ip4;
+
+        key.addr[10] = key.addr[11] = 0xff;
+        __builtin_memcpy(&key.addr[12], &ip4, 4);
+    } else {
+        /* One constant-offset load per word: the verifier refuses
+         * computed context offsets. */
+        __u32 w0 = ctx->user_ip6[0], w1 = ctx->user_ip6[1], w2 = ctx->user_ip6[2],
+              w3 = ctx->user_ip6[3];
+
+        __builtin_memcpy(&key.addr[0], &w0, 4);
+        __builtin_memcpy(&key.addr[4], &w1, 4);
+        __builtin_memcpy(&key.addr[8], &w2, 4);
+        __builtin_memcpy(&key.addr[12], &w3, 4);
+    }
+    if (is_loopback(key.addr))
+        return ALLOW;
+    key.port = bpf_ntohs(ctx->user_port);
+    ops = bpf_map_lookup_elem(&net_rules, &key);
+    if (ops && (*ops & CONFINE_NET_BIND))
+        return ALLOW;
+    key.port = 0; /* a rule for any port on this address */
+    ops = bpf_map_lookup_elem(&net_rules, &key);
+    if (ops && (*ops & CONFINE_NET_BIND))
+        return ALLOW;
+
+    e = event_reserve(job, key.cgroup_id, CONFINE_OP_BIND, CONFINE_REASON_POLICY);
+    if (e) {
+        e->target_kind = CONFINE_TARGET_INET;
+        __builtin_memcpy(e->target.inet.addr, key.addr, 16);
+        e->target.inet.port = bpf_ntohs(ctx->user_port);
+        e->target.inet.proto = key.kind == CONFINE_NET_UDP ? IPPROTO_UDP : IPPROTO_TCP;
+        bpf_ringbuf_submit(e, 0);
+    }
+    return verdict(job);
+}
+
+SEC("cgroup/bind4")
+int confine_bind4(struct bpf_sock_addr *ctx)
+{
+    return check_bind(ctx, AF_INET);
+}
+
+SEC("cgroup/bind6")
+int confine_bind6(struct bpf_sock_addr *ctx)
+{
+    return check_bind(ctx, AF_INET6);
 }
 
 /* ---- the job's own ports (cgroup sock programs: no LSM slot) ------------- */

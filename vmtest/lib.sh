@@ -24,9 +24,12 @@ VMTEST_SECURITY_MIRROR=${CONFINE_VMTEST_SECURITY_MIRROR:-http://deb.debian.org/d
 VMTEST_KEYRING=${CONFINE_VMTEST_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}
 VMTEST_BUSYBOX=${CONFINE_VMTEST_BUSYBOX:-/bin/busybox}
 
-# Modules the initramfs must load to mount the 9p root and the overlay on it.
-# Their dependencies (netfs, fscache, virtio_ring, ...) come from modules.dep.
-VMTEST_ROOT_MODULES=(virtio_pci 9pnet_virtio 9p overlay)
+# Modules the initramfs loads: those needed to mount the 9p root and the
+# overlay on it. Their dependencies (netfs, fscache, virtio_ring, ...) come
+# from modules.dep. The guest has no other modules of its kernel (the host's
+# /lib/modules is for the host's kernel): add here what tests need, e.g.
+# veth; the cache is rebuilt on the next run when this list changes.
+VMTEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay)
 
 VMTEST_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 
@@ -96,13 +99,15 @@ need_static_busybox() {
 
 series_dir() { printf '%s/%s\n' "$VMTEST_CACHE" "$1"; }
 
-# True if the cache of series $1 holds everything a boot needs. A directory
-# only gets its final name once complete (fetch-kernels renames it into
-# place), so this mostly guards against files deleted by hand.
+# True if the cache of series $1 holds everything a boot needs, for the
+# current VMTEST_MODULES. A directory only gets its final name once complete
+# (fetch-kernels renames it into place), so this mostly guards against files
+# deleted by hand and a changed module list.
 cache_complete() {
 	local dir m
 	dir=$(series_dir "$1")
 	[[ -s $dir/vmlinuz && -s $dir/kernel-release && -f $dir/modules.load ]] || return 1
+	[[ $(cat "$dir/modules.wanted" 2>/dev/null) == "${VMTEST_MODULES[*]}" ]] || return 1
 	while read -r m; do
 		[[ -s $dir/modules/$m ]] || return 1
 	done <"$dir/modules.load"
