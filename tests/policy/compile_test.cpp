@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include "policy/policy.h"
 
@@ -441,6 +442,7 @@ set = { A = "say \"hi\"", B = "" }
         "\n[network]\n"
         "connect = [\"tcp://127.0.0.1:3128\", \"udp://[::1]:53\", \"unix:/run/p.sock\"]\n"
         "bind = [\"tcp://127.0.0.1:0\"]\n"
+        "families = [\"unix\", \"inet\", \"inet6\"]\n"
         "\n[process]\n"
         "user_namespaces = false\n"
         "\n[env]\n"
@@ -454,9 +456,18 @@ TEST_F(Compile, RenderOfAnEmptyPolicy) {
               "# Effective policy: the longest matching path wins; paths not listed are denied.\n"
               "mode = \"enforce\"\n"
               "\n[filesystem]\n"
-              "\n[network]\nconnect = []\nbind = []\n"
+              "\n[network]\nconnect = []\nbind = []\nfamilies = []\n"
               "\n[process]\nuser_namespaces = false\n"
               "\n[env]\nkeep = []\nset = {}\n");
+}
+
+TEST(CompileFamilies, FamiliesAlwaysIncludeUnixAndInet) {
+    Policy p;
+    p.net.families = {AF_NETLINK};
+    auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->families, (1ull << AF_UNIX) | (1ull << AF_INET) | (1ull << AF_INET6) | (1ull << AF_NETLINK));
+    EXPECT_NE(render(*c).find("families = [\"unix\", \"inet\", \"inet6\", \"netlink\"]"), std::string::npos);
 }
 
 }  // namespace

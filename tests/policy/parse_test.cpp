@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include "policy/policy.h"
 
@@ -167,7 +168,7 @@ TEST(ParseErrors, UnknownKeyNamesItAndTheKeysExpected) {
               (Lines{"p.toml:2:1: unknown key 'modee'; expected one of version, mode, filesystem, "
                      "network, process, env"}));
     EXPECT_EQ(errors("version = 1\n[network]\nconect = []\n"),
-              (Lines{"p.toml:3:1: unknown key 'network.conect'; expected one of connect, bind"}));
+              (Lines{"p.toml:3:1: unknown key 'network.conect'; expected one of connect, bind, families"}));
     EXPECT_EQ(errors("version = 1\n[process]\nuserns = true\n"),
               (Lines{"p.toml:3:1: unknown key 'process.userns'; expected one of user_namespaces"}));
     EXPECT_EQ(errors("version = 1\n[env]\nunset = []\n"),
@@ -179,7 +180,7 @@ TEST(ParseErrors, UnknownTable) {
               (Lines{"p.toml:2:2: unknown table 'filesytem'; expected one of filesystem, network, "
                      "process, env"}));
     EXPECT_EQ(errors("version = 1\n[network.proxy]\nx = 1\n"),
-              (Lines{"p.toml:2:10: unknown key 'network.proxy'; expected one of connect, bind"}));
+              (Lines{"p.toml:2:10: unknown key 'network.proxy'; expected one of connect, bind, families"}));
 }
 
 TEST(ParseErrors, WrongTypes) {
@@ -201,6 +202,17 @@ TEST(ParseErrors, WrongTypes) {
         (Lines{"p.toml:3:7: env.set must be a table of strings, such as { NAME = \"value\" }"}));
     EXPECT_EQ(errors("version = 1\n[env]\nset = { A = 1 }\n"),
               (Lines{"p.toml:3:13: env.set.A must be a string"}));
+}
+
+TEST(Parse, FamiliesByName) {
+    Policy p = parse_ok("version = 1\n[network]\nfamilies = [\"netlink\", \"vsock\"]\n");
+    EXPECT_EQ(p.net.families, (std::vector<int>{AF_NETLINK, AF_VSOCK}));
+}
+
+TEST(ParseErrors, UnknownFamily) {
+    EXPECT_EQ(errors("version = 1\n[network]\nfamilies = [\"netlnk\"]\n"),
+              (Lines{"p.toml:3:13: network.families: unknown address family 'netlnk' (e.g. "
+                     "netlink, packet, vsock, bluetooth, can, alg)"}));
 }
 
 TEST(ParseErrors, BadEndpoint) {
