@@ -30,7 +30,8 @@
  * it up in the job's rules: longest prefix wins (see fs.h). Files on
  * kernel-internal mounts (pipes, sockets, memfds re-opened through
  * /proc/self/fd; overlayfs layers) pass: the job already holds them, or the
- * outer open was decided.
+ * outer open was decided. So do opens the kernel makes with another user's
+ * credentials swapped in (overlayfs re-opening the real file on 6.1).
  */
 #include "bpf/path.bpf.h"
 
@@ -109,6 +110,30 @@ static __always_inline int check_path(struct confine_job *job, __u64 cgid, struc
 
 /* ---- lsm_cgroup hooks ---------------------------------------------------- */
 
+#define PROC_SUPER_MAGIC 0x9fa0
+
+static __always_inline bool same(const char *a, const char *b, int n)
+{
+#pragma unroll
+    for (int i = 0; i < 10; i++)
+        if (i < n && a[i] != b[i])
+            return false;
+    return true;
+}
+
+/* /proc/PID/{uid_map,gid_map,setgroups}: a job allowed user namespaces must
+ * write these to make one usable (the kernel decides whose maps it may
+ * write). */
+static __always_inline bool id_map_file(struct file *file)
+{
+    char name[10] = {};
+
+    if (BPF_CORE_READ(file, f_path.dentry, d_sb, s_magic) != PROC_SUPER_MAGIC)
+        return false;
+    bpf_probe_read_kernel_str(name, sizeof(name), BPF_CORE_READ(file, f_path.dentry, d_name.name));
+    return same(name, "uid_map", 8) || same(name, "gid_map", 8) || same(name, "setgroups", 10);
+}
+
 SEC("lsm_cgroup/file_open")
 int BPF_PROG(confine_file_open, struct file *file)
 {
@@ -123,7 +148,9 @@ int BPF_PROG(confine_file_open, struct file *file)
         return DENY;
 
     mnt = BPF_CORE_READ(file, f_path.mnt);
-    if (internal_mount(mnt))
+    if (internal_mount(mnt) || kernel_override(bpf_get_current_task_btf()))
+        return ALLOW;
+    if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
         return ALLOW;
 
     dentry = BPF_CORE_READ(file, f_path.dentry);
@@ -254,15 +281,6 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 #define ATTR_GID 0x4
 #define ATTR_SIZE 0x8
 #define MAX_SB_MOUNTS 4
-
-/* Overlayfs copies files up and sets their attributes and xattrs in the
- * job's context but with the mounter's credentials swapped in; those calls
- * are the kernel's, decided already on the overlay's own path. A job can't
- * swap in another user's credentials itself. */
-static __always_inline bool kernel_override(struct task_struct *task)
-{
-    return BPF_CORE_READ(task, cred, fsuid.val) != BPF_CORE_READ(task, real_cred, fsuid.val);
-}
 
 /* The mounts of a superblock: a list_head through mount.mnt_instance up to
  * 6.12; later kernels (seen in 7.2) chain them from a struct mount *

@@ -77,6 +77,16 @@ static __always_inline bool internal_mount(struct vfsmount *mnt)
            BPF_CORE_READ(m, mnt_ns) == MNT_NS_INTERNAL;
 }
 
+/* Overlayfs opens, copies up and sets attributes of its layers' files in
+ * the job's context but with the mounter's credentials swapped in
+ * (override_creds); those calls are the kernel's, decided already on the
+ * overlay's own path. A job can't make its fsuid differ between its real
+ * and effective credentials itself: setfsuid changes both. */
+static __always_inline bool kernel_override(struct task_struct *task)
+{
+    return BPF_CORE_READ(task, cred, fsuid.val) != BPF_CORE_READ(task, real_cred, fsuid.val);
+}
+
 /* ---- the walk ------------------------------------------------------------ */
 
 enum step_status { STEP_MORE = 0, STEP_DONE, STEP_TOO_LONG, STEP_OUTSIDE_ROOT };
