@@ -1,0 +1,2 @@
+// Placeholder: filled in by the fs_race_test tests.
+#include "harness.h"
