@@ -132,23 +132,28 @@ Result<std::string> resolve_workdir(const std::string& dir) {
     return std::string(buf);
 }
 
+// Reports events the ring had no room for since the last report.
+void report_lost(const JobPolicy& pol, AuditLog& log, uint64_t cgid, uint64_t& reported) {
+    if (uint64_t lost = pol.lost(); lost > reported) {
+        log.lost(cgid, lost - reported);
+        reported = lost;
+    }
+}
+
 // Waits for the job's main process while writing its audit events, and
 // forwards termination requests to it.
-int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog& log, uint64_t cgid) {
+int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog& log, uint64_t cgid,
+              uint64_t& reported_lost) {
     sigset_t sigs;
     sigemptyset(&sigs);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
     Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
 
-    uint64_t reported_lost = 0;
     for (;;) {
         pollfd fds[3] = {{child.pidfd.get(), POLLIN, 0}, {ring.poll_fd(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
         if (poll(fds, 3, 1000) < 0 && errno != EINTR) break;
         ring.drain();
-        if (uint64_t lost = pol.lost(); lost > reported_lost) {
-            log.lost(cgid, lost - reported_lost);
-            reported_lost = lost;
-        }
+        report_lost(pol, log, cgid, reported_lost);
         if (fds[2].revents & POLLIN) {
             signalfd_siginfo si{};
             while (read(sfd.get(), &si, sizeof si) == sizeof si) {
@@ -247,8 +252,9 @@ int run(const RunOptions& o) {
     LaunchSpec spec{o.command, job_environment(*compiled, dirs->home(), dirs->tmp()), *workdir,
                     user->uid, user->gid, user->groups, cg->fd()};
     int status;
+    uint64_t reported_lost = 0;
     if (auto child = spawn(spec); child) {
-        status = supervise(*child, *ring, *installed, *log, cg->id());
+        status = supervise(*child, *ring, *installed, *log, cg->id(), reported_lost);
     } else {
         print_error(child.error());
         status = child.error().err == ENOENT ? kExitNotFound : kExitCannotRun;
@@ -259,7 +265,7 @@ int run(const RunOptions& o) {
         status = kExitFailure;
     }
     ring->drain();
-    if (uint64_t lost = installed->lost(); lost) log->lost(cg->id(), lost);
+    report_lost(*installed, *log, cg->id(), reported_lost);
     return status;
 }
 

@@ -61,5 +61,29 @@ TEST_F(AuditTest, AuditModeAllowsAndLogsWouldBeDenials) {
     EXPECT_EQ(l.str("job"), r.job) << l.raw;
 }
 
+// Events never block the job: a flood of denials either reaches the log or
+// is counted in "lost" records, one or the other for every attempt.
+TEST_F(AuditTest, EveryDenialIsLoggedOrCountedAsLost) {
+    constexpr int kAttempts = 1500;
+    const std::string cmd = fmt::format(
+        "/usr/bin/python3 -c 'import os\nn = 0\nfor i in range({}):\n"
+        "    try: os.close(os.open(\"{}\", os.O_RDONLY))\n    except PermissionError: n += 1\nprint(n)'",
+        kAttempts, kSshKey);
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_EQ(control.out, "0\n") << control.describe();
+
+    Result r = run_confined("", cmd);
+    ASSERT_EQ(r.status, 0) << r.describe();
+    ASSERT_EQ(r.out, fmt::format("{}\n", kAttempts)) << r.describe();
+    int64_t logged = 0, lost = 0;
+    for (const auto& l : r.audit) {
+        if (l.str("op") == "lost") lost += l.num("count").value_or(0);
+        else if (l.str("op") == "open_read" && l.str("target") == kSshKey) logged++;
+    }
+    EXPECT_EQ(logged + lost, kAttempts) << "logged " << logged << ", lost " << lost;
+    EXPECT_GT(logged, 0);
+}
+
 }  // namespace
 }  // namespace vmtest
