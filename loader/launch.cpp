@@ -47,6 +47,9 @@ void drop_privileges(const LaunchSpec& s, int report) {
     sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD}) signal(sig, SIG_DFL);
 
+    // A session of its own: the job has no controlling terminal, so it can't
+    // push input into the caller's (TIOCSTI) or signal its process group.
+    if (setsid() < 0) child_fail(report, errno);
     drop_privileges(s, report);
     // If confine dies, so does the job's main process (set after setuid,
     // which clears it).

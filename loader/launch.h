@@ -1,6 +1,6 @@
 // Starting the job: a child born inside its cgroup (clone3 with
-// CLONE_INTO_CGROUP), as the target user, without capabilities, with
-// no_new_privs, a scrubbed environment and only fds 0-2.
+// CLONE_INTO_CGROUP), in a session of its own, as the target user, without
+// capabilities, with no_new_privs, a scrubbed environment and only fds 0-2.
 #pragma once
 
 #include <sys/types.h>

@@ -156,11 +156,9 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog&
         report_lost(pol, log, cgid, reported_lost);
         if (fds[2].revents & POLLIN) {
             signalfd_siginfo si{};
-            while (read(sfd.get(), &si, sizeof si) == sizeof si) {
-                // The terminal already sends SIGINT/SIGQUIT to the job's
-                // process group; pass on what was sent to confine alone.
-                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP) kill(child.pid, static_cast<int>(si.ssi_signo));
-            }
+            // The job has its own session, so Ctrl-C at the caller's
+            // terminal reaches confine only: pass every request on.
+            while (read(sfd.get(), &si, sizeof si) == sizeof si) kill(child.pid, static_cast<int>(si.ssi_signo));
         }
         if (fds[0].revents & POLLIN) break;
     }

@@ -140,6 +140,21 @@ TEST_F(RunTest, OnlyStdioIsInherited) {
     EXPECT_EQ(r.out, "0\n1\n2\n3\n") << r.describe();
 }
 
+// The job leads a session of its own, without a controlling terminal, so it
+// can't push input into its caller's terminal (TIOCSTI) after it ends.
+TEST_F(RunTest, JobHasASessionOfItsOwn) {
+    // Field 6 of /proc/self/stat is the session id; the shell is its own
+    // process (exec'd by sh -c), so "leader" means sid == $$.
+    const std::string cmd = "set -- $(cat /proc/$$/stat); [ \"$6\" = $$ ] && echo leader || echo member";
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_EQ(control.out, "member\n") << control.describe();
+
+    Result r = run_confined("", cmd);
+    ASSERT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "leader\n") << r.describe();
+}
+
 // ---- exit statuses -------------------------------------------------------------
 
 TEST_F(RunTest, CommandStatusPassesThrough) {
