@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <filesystem>
 #include <memory>
 
+#include "loader/cgroup.h"
 #include "fs.skel.h"
 #include "net.skel.h"
 #include "proc.skel.h"
@@ -125,9 +127,37 @@ Result<void> load_and_pin(bpf_object* obj, const char* name, const std::string& 
     return {};
 }
 
+// Whether the program is attached to the cgroup already (attaching it twice
+// fails with EINVAL, like a full hook budget would).
+bool attached(int prog_fd, bpf_attach_type type, int cgroup_fd) {
+    bpf_prog_info info{};
+    uint32_t len = sizeof info;
+    if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) != 0) return false;
+    // For lsm_cgroup the kernel returns ids only with their attach flags.
+    uint32_t ids[64], flags[64];
+    LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ids, .prog_cnt = 64, .prog_attach_flags = flags);
+    if (bpf_prog_query_opts(cgroup_fd, type, &q) != 0) return false;
+    return std::find(ids, ids + q.prog_cnt, info.id) != ids + q.prog_cnt;
+}
+
+// Attaches a cgroup program to the jobs' parent cgroup, unless it is already.
+// The attachment lives as long as that cgroup, whatever becomes of confine.
+Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type type, int cgroup_fd) {
+    if (attached(prog_fd, type, cgroup_fd) ||
+        bpf_prog_attach(prog_fd, cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0)
+        return {};
+    Error e = Error::sys(std::string("bpf: attaching program ") + name + " to the jobs' cgroup");
+    if (errno == EINVAL)
+        return fail(std::move(e).hint(
+            "The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "
+            "can carry lsm_cgroup programs machine-wide"));
+    return fail(e);
+}
+
 // Opens one feature object, loading and pinning it unless all of its
-// programs are pinned already. Appends its cgroup programs to `progs`.
-Result<void> open_feature(const Feature& f, const std::string& dir, std::vector<CgroupProg>& progs) {
+// programs are pinned already, and attaches its cgroup programs to
+// `cgroup_fd`.
+Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_fd) {
     size_t size = 0;
     const void* bytes = f.elf(&size);
     LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = f.name, .pin_root_path = dir.c_str());
@@ -148,14 +178,16 @@ Result<void> open_feature(const Feature& f, const std::string& dir, std::vector<
         std::string pin = pin_path(dir, prog);
         Fd fd(bpf_obj_get(pin.c_str()));
         if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));
-        progs.push_back({bpf_program__name(prog), std::move(fd), bpf_program__expected_attach_type(prog)});
+        auto r = attach_to_parent(fd.get(), bpf_program__name(prog), bpf_program__expected_attach_type(prog), cgroup_fd);
+        if (!r) return r;
     }
     return {};
 }
 
-// Removes the pins of other builds that no job uses any more: unpinning a
-// global program's link detaches it. Called with the lock held.
-void collect_other_builds(const std::string& top, const std::string& keep) {
+// Removes what other builds left once no job uses it: their jobs' parent
+// cgroup (its programs detach when it is freed) and their pins (unpinning a
+// global program's link detaches it). Called with the lock held.
+void collect_other_builds(const std::string& top, const std::string& keep, const std::string& cgroups) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(top, ec)) {
         std::string dir = entry.path();
@@ -163,6 +195,8 @@ void collect_other_builds(const std::string& top, const std::string& keep) {
         Fd jobs(bpf_obj_get((dir + "/jobs").c_str()));
         uint64_t key;
         if (jobs && bpf_map_get_next_key(jobs.get(), nullptr, &key) == 0) continue;  // still in use
+        std::string parent = cgroups + "/" + entry.path().filename().string();
+        if (rmdir(parent.c_str()) != 0 && errno != ENOENT) continue;  // a job cgroup is left
         for (const auto& pin : std::filesystem::directory_iterator(dir, ec)) unlink(pin.path().c_str());
         rmdir(dir.c_str());
     }
@@ -190,11 +224,18 @@ Result<BpfObjects> BpfObjects::open() {
     if (!lock || flock(lock.get(), LOCK_EX) != 0) return fail(Error::sys("bpf: locking " + top));
 
     BpfObjects o;
-    o.dir_ = top + "/" + build_tag();
-    collect_other_builds(top, o.dir_);
+    std::string tag = build_tag();
+    o.dir_ = top + "/" + tag;
+    auto cgroups = confine_cgroup();
+    auto parent = cgroups ? confine_cgroup(tag) : cgroups;
+    if (!parent) return fail(parent.error());
+    o.parent_ = *parent;
+    collect_other_builds(top, o.dir_, *cgroups);
     if (auto r = ensure_dir(o.dir_); !r) return fail(r.error());
+    Fd cgroup(::open(o.parent_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!cgroup) return fail(Error::sys("cgroup: opening " + o.parent_));
     for (const Feature& f : kFeatures)
-        if (auto r = open_feature(f, o.dir_, o.progs_); !r) return fail(r.error());
+        if (auto r = open_feature(f, o.dir_, cgroup.get()); !r) return fail(r.error());
     for (const char* name : kMaps) {
         std::string pin = o.dir_ + "/" + name;
         Fd fd(bpf_obj_get(pin.c_str()));

@@ -13,27 +13,24 @@
 
 namespace confine {
 
-// A program attached to every job's cgroup.
-struct CgroupProg {
-    std::string name;
-    Fd fd;
-    bpf_attach_type type;
-};
-
 class BpfObjects {
 public:
     // Reuses this build's pinned objects, or loads and pins them on first
-    // use. Serialized by a lock on the pin directory.
+    // use and attaches the cgroup programs to jobs_parent(). Serialized by a
+    // lock on the pin directory.
     static Result<BpfObjects> open();
 
     int map_fd(const std::string& name) const;  // a map of bpf/*.bpf.c, by name
-    const std::vector<CgroupProg>& cgroup_progs() const { return progs_; }
     const std::string& pin_dir() const { return dir_; }
+    // The cgroup this build's jobs are created in: <cgroup2>/confine/<tag>.
+    // Its programs are attached here once, and every job cgroup below
+    // inherits them, so starting a job attaches nothing and never re-patches
+    // a hook's trampoline.
+    const std::string& jobs_parent() const { return parent_; }
 
 private:
-    std::string dir_;
+    std::string dir_, parent_;
     std::map<std::string, Fd> maps_;
-    std::vector<CgroupProg> progs_;
 };
 
 // Routes libbpf's messages: to stderr when verbose, otherwise kept so that a

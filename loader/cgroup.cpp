@@ -45,13 +45,19 @@ Result<std::string> cgroup2_mount() {
                     .hint("Mount it: mount -t cgroup2 none /sys/fs/cgroup (confine needs cgroup v2)"));
 }
 
-Result<JobCgroup> JobCgroup::create(const std::string& name) {
+Result<std::string> confine_cgroup(const std::string& sub) {
     auto root = cgroup2_mount();
     if (!root) return fail(root.error());
-    std::string parent = *root + "/confine";
-    if (mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
-        return fail(Error::sys("cgroup: mkdir " + parent).hint("confine must run as root"));
+    std::string path = *root + "/confine";
+    for (const std::string& dir : {path, path + "/" + sub}) {
+        if (dir.ends_with("/")) continue;
+        if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+            return fail(Error::sys("cgroup: mkdir " + dir).hint("confine must run as root"));
+    }
+    return sub.empty() ? path : path + "/" + sub;
+}
 
+Result<JobCgroup> JobCgroup::create(const std::string& parent, const std::string& name) {
     JobCgroup cg;
     cg.path_ = parent + "/" + name;
     if (mkdir(cg.path_.c_str(), 0755) != 0) {

@@ -13,10 +13,13 @@ namespace confine {
 // Mount point of the cgroup v2 hierarchy, from /proc/self/mountinfo.
 Result<std::string> cgroup2_mount();
 
+// <cgroup2>/confine[/SUB], created if missing: where confine's cgroups live.
+Result<std::string> confine_cgroup(const std::string& sub = "");
+
 class JobCgroup {
 public:
-    // Creates <cgroup2>/confine/<name>. Fails if it exists.
-    static Result<JobCgroup> create(const std::string& name);
+    // Creates PARENT/NAME. Fails if it exists.
+    static Result<JobCgroup> create(const std::string& parent, const std::string& name);
 
     JobCgroup(JobCgroup&&) noexcept = default;
     JobCgroup& operator=(JobCgroup&&) noexcept = default;

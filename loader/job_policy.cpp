@@ -140,17 +140,4 @@ uint64_t JobPolicy::lost() const {
     return job.lost;
 }
 
-Result<void> attach_programs(const BpfObjects& objs, int cgroup_fd) {
-    for (const CgroupProg& p : objs.cgroup_progs()) {
-        if (bpf_prog_attach(p.fd.get(), cgroup_fd, p.type, BPF_F_ALLOW_MULTI) == 0) continue;
-        Error e = Error::sys("bpf: attaching program " + p.name + " to the job's cgroup");
-        if (errno == EINVAL)
-            return fail(std::move(e).hint(
-                "The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "
-                "can carry lsm_cgroup programs machine-wide"));
-        return fail(e);
-    }
-    return {};
-}
-
 }  // namespace confine

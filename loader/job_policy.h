@@ -36,11 +36,6 @@ private:
     bool ring_ = false, job_ = false;
 };
 
-// Attaches every job program to the cgroup. The attachments live as long as
-// the cgroup: they go when it is removed, and stay if confine dies, so the
-// job never runs unconfined.
-Result<void> attach_programs(const BpfObjects& objs, int cgroup_fd);
-
 // Encodes a rule prefix into its LPM key (exposed for tests).
 confine_fs_key fs_key(uint64_t cgroup_id, const std::string& prefix);
 confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep);

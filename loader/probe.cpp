@@ -69,7 +69,8 @@ Result<void> probe() {
                                                                    probe_bpf__destroy);
     if (!skel)
         return fail(explain_load_failure(Error::sys("probe: loading an lsm_cgroup program")));
-    auto cg = JobCgroup::create("probe-" + std::to_string(getpid()));
+    auto parent = confine_cgroup();
+    auto cg = parent ? JobCgroup::create(*parent, "probe-" + std::to_string(getpid())) : fail(parent.error());
     if (!cg) return fail(cg.error());
     if (bpf_prog_attach(bpf_program__fd(skel->progs.confine_probe), cg->fd(), BPF_LSM_CGROUP,
                         BPF_F_ALLOW_MULTI) != 0)

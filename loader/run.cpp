@@ -232,11 +232,12 @@ int run(const RunOptions& o) {
         return kExitFailure;
     }
     auto ring = JobRing::create(*log);
-    auto cg = ring ? JobCgroup::create(job) : fail(ring.error());
+    // The cgroup inherits this build's programs from its parent the moment
+    // it exists; they deny everything until the policy below is in place.
+    auto cg = ring ? JobCgroup::create(objs->jobs_parent(), job) : fail(ring.error());
     auto installed = cg ? JobPolicy::install(*objs, cg->id(), *compiled, ring->map_fd()) : fail(cg.error());
-    auto attached = installed ? attach_programs(*objs, cg->fd()) : fail(installed.error());
-    if (!attached) {
-        print_error(attached.error());
+    if (!installed) {
+        print_error(installed.error());
         return kExitFailure;
     }
 
