@@ -68,8 +68,7 @@ Result<void> ensure_dir(const std::string& path) {
 }
 
 Error with_log(Error e) {
-    std::string tail = libbpf_log_tail();
-    if (!tail.empty()) e.message += "\nlibbpf said:\n" + tail;
+    if (!g_log.empty()) e.message += "\nlibbpf said:\n" + g_log;
     return e;
 }
 
@@ -209,7 +208,6 @@ void set_libbpf_verbose(bool verbose) {
     libbpf_set_print(libbpf_print);
 }
 
-std::string libbpf_log_tail() { return g_log; }
 
 Result<BpfObjects> BpfObjects::open() {
     struct statfs fs {};

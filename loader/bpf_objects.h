@@ -21,7 +21,6 @@ public:
     static Result<BpfObjects> open();
 
     int map_fd(const std::string& name) const;  // a map of bpf/*.bpf.c, by name
-    const std::string& pin_dir() const { return dir_; }
     // The cgroup this build's jobs are created in: <cgroup2>/confine/<tag>.
     // Its programs are attached here once, and every job cgroup below
     // inherits them, so starting a job attaches nothing and never re-patches
@@ -36,7 +35,6 @@ private:
 // Routes libbpf's messages: to stderr when verbose, otherwise kept so that a
 // failure can show the last lines (the verifier's verdict).
 void set_libbpf_verbose(bool verbose);
-std::string libbpf_log_tail();
 
 // bpffs root; confine's objects live below <root>/confine/<build tag>/.
 inline constexpr const char* kBpffs = "/sys/fs/bpf";

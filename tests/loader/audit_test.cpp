@@ -1,0 +1,103 @@
+// The audit log's JSON lines, formatted from raw BPF events.
+#include "loader/audit.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include <cstring>
+#include <regex>
+
+namespace confine {
+namespace {
+
+confine_event event(uint16_t op) {
+    confine_event e{};
+    e.ktime_ns = 1;
+    e.cgroup_id = 42;
+    e.pid = e.tgid = 7;
+    e.uid = 1000;
+    e.op = op;
+    e.denied = 1;
+    strcpy(e.comm, "cat");
+    return e;
+}
+
+std::string format(const confine_event& e, bool audit_mode = false) {
+    auto log = AuditLog::open("/dev/null", "job-1", audit_mode);
+    EXPECT_TRUE(log) << log.error().message;
+    return log->format(e);
+}
+
+TEST(AuditFormat, PathDenialHasEveryFieldOfTheContract) {
+    confine_event e = event(CONFINE_OP_OPEN_READ);
+    e.target_kind = CONFINE_TARGET_PATH;
+    strcpy(e.target.path, "/home/u/.ssh/id_ed25519");
+    std::string line = format(e);
+    EXPECT_TRUE(std::regex_match(
+        line, std::regex(R"(\{"time":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z","job":"job-1","cgroup_id":42,"pid":7,)"
+                         R"("tgid":7,"uid":1000,"comm":"cat","op":"open_read","target":"/home/u/\.ssh/id_ed25519",)"
+                         R"("verdict":"deny","mode":"enforce"\})")))
+        << line;
+}
+
+TEST(AuditFormat, AuditModeAllows) {
+    confine_event e = event(CONFINE_OP_USERNS_CREATE);
+    e.denied = 0;
+    std::string line = format(e, true);
+    EXPECT_NE(line.find(R"("verdict":"allow","mode":"audit")"), std::string::npos) << line;
+}
+
+TEST(AuditFormat, InetTargetsAsUrls) {
+    confine_event e = event(CONFINE_OP_CONNECT);
+    e.target_kind = CONFINE_TARGET_INET;
+    uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 1, 2, 3, 4};
+    memcpy(e.target.inet.addr, v4, 16);
+    e.target.inet.port = 443;
+    e.target.inet.proto = IPPROTO_TCP;
+    EXPECT_NE(format(e).find(R"("target":"tcp://1.2.3.4:443")"), std::string::npos);
+
+    uint8_t v6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    memcpy(e.target.inet.addr, v6, 16);
+    e.target.inet.port = 53;
+    e.target.inet.proto = IPPROTO_UDP;
+    EXPECT_NE(format(e).find(R"("target":"udp://[::1]:53")"), std::string::npos);
+}
+
+TEST(AuditFormat, UnixTargets) {
+    confine_event e = event(CONFINE_OP_CONNECT);
+    e.target_kind = CONFINE_TARGET_UNIX;
+    strcpy(e.target.path, "/run/x.sock");
+    EXPECT_NE(format(e).find(R"("target":"unix:/run/x.sock")"), std::string::npos);
+    e.target_kind = CONFINE_TARGET_UNIX_ABSTRACT;
+    memcpy(e.target.path, "a\0b", 3);
+    e.target_len = 3;
+    EXPECT_NE(format(e).find(R"("target":"unix-abstract:a\u0000b")"), std::string::npos) << format(e);
+}
+
+TEST(AuditFormat, FailClosedDenialsSayWhy) {
+    confine_event e = event(CONFINE_OP_OPEN_READ);
+    e.reason = CONFINE_REASON_PATH_TOO_DEEP;
+    EXPECT_NE(format(e).find(R"("reason":"path_too_deep")"), std::string::npos);
+}
+
+TEST(AuditFormat, SignalsNameTheirTarget) {
+    confine_event e = event(CONFINE_OP_SIGNAL);
+    e.target_kind = CONFINE_TARGET_TASK;
+    e.target.task.tgid = 99;
+    e.target.task.signal = 15;
+    strcpy(e.target.task.comm, "sleep");
+    std::string line = format(e);
+    EXPECT_NE(line.find(R"("target":"pid:99")"), std::string::npos) << line;
+    EXPECT_NE(line.find(R"("target_comm":"sleep","signal":15)"), std::string::npos) << line;
+}
+
+TEST(JsonQuote, EscapesQuotesControlsAndStrayBytesButKeepsUtf8) {
+    EXPECT_EQ(json_quote("a\"b\\c"), R"("a\"b\\c")");
+    EXPECT_EQ(json_quote("tab\tnl\n"), R"("tab\u0009nl\u000a")");
+    EXPECT_EQ(json_quote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
+    EXPECT_EQ(json_quote("bad\xff"), R"("bad\u00ff")");
+    EXPECT_EQ(json_quote("cut\xc3"), R"("cut\u00c3")");
+}
+
+}  // namespace
+}  // namespace confine
