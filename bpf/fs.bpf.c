@@ -148,14 +148,20 @@ int BPF_PROG(confine_file_open, struct file *file)
         return DENY;
 
     mnt = BPF_CORE_READ(file, f_path.mnt);
-    if (internal_mount(mnt) || kernel_override(bpf_get_current_task_btf()))
-        return ALLOW;
-    if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
-        return ALLOW;
-
     dentry = BPF_CORE_READ(file, f_path.dentry);
     fmode = BPF_CORE_READ(file, f_mode);
     flags = BPF_CORE_READ(file, f_flags);
+    if (internal_mount(mnt)) {
+        /* Kernel-internal files pass, but under an exec allowlist a memfd
+         * the job wrote a program into may not run: no path allows it. */
+        if ((flags & __FMODE_EXEC) && (job->flags & CONFINE_JOB_EXEC_LIST) && kernel_mount(mnt))
+            return refuse(job, cgid, CONFINE_OP_EXEC);
+        return ALLOW;
+    }
+    if (kernel_override(bpf_get_current_task_btf()))
+        return ALLOW;
+    if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
+        return ALLOW;
     if (flags & __FMODE_EXEC)
         return check_path(job, cgid, dentry, mnt, CONFINE_OP_EXEC, CONFINE_FS_EXEC);
     /* O_TRUNC truncates even on an O_RDONLY open, after this hook. */

@@ -16,6 +16,7 @@
 /* confine_job.flags */
 #define CONFINE_JOB_AUDIT 0x1u /* log would-be denials, allow them */
 #define CONFINE_JOB_USERNS 0x2u /* [process] user_namespaces = true */
+#define CONFINE_JOB_EXEC_LIST 0x4u /* [filesystem] exec is an allowlist */
 
 /* Value of the `jobs` map (key: __u64 cgroup id). */
 struct confine_job {

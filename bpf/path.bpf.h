@@ -65,16 +65,22 @@ static __always_inline void scratch_release(struct scratch *s)
     *(volatile __u32 *)&s->busy = 0;
 }
 
-/* Mounts only the kernel makes: pipes, sockets, memfds, anon inodes
- * (kern_mount), and the private clones overlayfs opens its layers through
- * (clone_private_mount), whose opens the kernel makes on behalf of an outer
- * open that was already decided on the overlay's own path. */
+/* Mounts only the kernel makes (kern_mount): pipes, sockets, memfds, anon
+ * inodes. */
+static __always_inline bool kernel_mount(struct vfsmount *mnt)
+{
+    return BPF_CORE_READ(mnt, mnt_flags) & MNT_INTERNAL;
+}
+
+/* Mounts no path leads to: kernel mounts, and the private clones overlayfs
+ * opens its layers through (clone_private_mount), whose opens the kernel
+ * makes on behalf of an outer open that was already decided on the
+ * overlay's own path. */
 static __always_inline bool internal_mount(struct vfsmount *mnt)
 {
     struct mount *m = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
 
-    return (BPF_CORE_READ(mnt, mnt_flags) & MNT_INTERNAL) ||
-           BPF_CORE_READ(m, mnt_ns) == MNT_NS_INTERNAL;
+    return kernel_mount(mnt) || BPF_CORE_READ(m, mnt_ns) == MNT_NS_INTERNAL;
 }
 
 /* Overlayfs opens, copies up and sets attributes of its layers' files in

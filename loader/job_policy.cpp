@@ -88,6 +88,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     confine_job job{};
     if (c.mode == policy::Mode::Audit) job.flags |= CONFINE_JOB_AUDIT;
     if (c.user_namespaces) job.flags |= CONFINE_JOB_USERNS;
+    if (c.exec_allowlist) job.flags |= CONFINE_JOB_EXEC_LIST;
     job.families = c.families;
     if (auto r = update(objs, "jobs", &id, &job); !r) return fail(r.error());
     p.job_ = true;

@@ -293,6 +293,7 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
     c.mode = p.mode;
     c.connect = p.net.connect;
     c.bind = p.net.bind;
+    c.exec_allowlist = p.fs.exec.has_value();
     // unix, inet and inet6 always; anything else only when the policy says.
     c.families = (1ull << AF_UNIX) | (1ull << AF_INET) | (1ull << AF_INET6);
     for (int f : p.net.families) c.families |= 1ull << f;

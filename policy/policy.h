@@ -91,6 +91,7 @@ struct FsEntry {
 struct Compiled {
     Mode mode = Mode::Enforce;
     std::vector<FsEntry> fs;  // sorted by prefix, one entry per distinct prefix
+    bool exec_allowlist = false;  // [filesystem] exec given: only it may run
     std::vector<Endpoint> connect, bind;
     uint64_t families = 0;  // bit N: sockets of address family N may be created
     bool user_namespaces = false;

@@ -240,5 +240,25 @@ TEST_F(FsTest, RulesMatchWholeComponents) {
     EXPECT_DENIAL(r, "open_read", abc + "/f", "cat");
 }
 
+// Under an exec allowlist, a program the job writes into a memfd can't run:
+// it has no path the list could name.
+TEST_F(FsTest, ExecAllowlistCoversMemfds) {
+    const std::string cmd =
+        "/usr/bin/python3 -c 'import os; fd = os.memfd_create(\"x\"); "
+        "os.write(fd, open(\"/usr/bin/true\", \"rb\").read()); os.execve(fd, [\"x\"], {})'";
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.status, 0) << control.describe();
+    // Without an exec list, exec follows read: the job's own memfd runs.
+    Result plain = run_confined("", cmd);
+    EXPECT_EQ(plain.status, 0) << plain.describe();
+
+    const std::string policy = make_policy({}) + "";
+    const std::string with_exec =
+        policy.substr(0, policy.find("\n\n[network]")) + "\nexec = [\"/usr\"]" + policy.substr(policy.find("\n\n[network]"));
+    Result r = run_confined(with_exec, cmd);
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_DENIAL(r, "exec", "", "python3");
+}
+
 }  // namespace
 }  // namespace vmtest
