@@ -208,7 +208,6 @@ void set_libbpf_verbose(bool verbose) {
     libbpf_set_print(libbpf_print);
 }
 
-
 Result<BpfObjects> BpfObjects::open() {
     struct statfs fs {};
     if (statfs(kBpffs, &fs) != 0 || fs.f_type != BPF_FS_MAGIC)
