@@ -92,6 +92,7 @@ struct port_key {
     __u16 kind; /* CONFINE_NET_TCP or CONFINE_NET_UDP */
     __u16 port;
     __u32 pad;
+    __u8 addr[16]; /* the bound address, IPv4 v4-mapped */
 };
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
@@ -109,6 +110,25 @@ static __always_inline bool is_loopback(const __u8 *a)
     return *(const __u64 *)a == 0 && *(const __u64 *)(a + 8) == bpf_cpu_to_be64(1);
 }
 
+/* Whether one of the job's own sockets is bound to this loopback address and
+ * port, or to the wildcard address of either family on that port (a socket
+ * on [::] also takes IPv4). */
+static __always_inline bool own_port(const struct confine_net_key *key)
+{
+    struct port_key pk = {.cgroup_id = key->cgroup_id, .kind = key->kind, .port = key->port};
+
+    __builtin_memcpy(pk.addr, key->addr, 16);
+    if (bpf_map_lookup_elem(&job_ports, &pk))
+        return true;
+    if (pk.addr[10] == 0xff) { /* v4-mapped: 0.0.0.0 */
+        pk.addr[12] = pk.addr[13] = pk.addr[14] = pk.addr[15] = 0;
+        if (bpf_map_lookup_elem(&job_ports, &pk))
+            return true;
+    }
+    __builtin_memset(pk.addr, 0, 16); /* :: */
+    return bpf_map_lookup_elem(&job_ports, &pk) != NULL;
+}
+
 /* Decides a TCP/UDP destination: a `connect` rule, or a loopback port one of
  * the job's own sockets is bound to. `op` names a refusal. */
 static __always_inline int check_inet(struct confine_job *job, struct socket *sock,
@@ -116,20 +136,14 @@ static __always_inline int check_inet(struct confine_job *job, struct socket *so
                                       struct confine_net_key *key, __u16 op)
 {
     struct confine_event *e;
-    struct port_key pk = {};
     __u32 *ops;
 
     if (inet_key(key, sock, address, family) == 0) {
         ops = bpf_map_lookup_elem(&net_rules, key);
         if (ops && (*ops & CONFINE_NET_CONNECT))
             return ALLOW;
-        if (is_loopback(key->addr)) {
-            pk.cgroup_id = key->cgroup_id;
-            pk.kind = key->kind;
-            pk.port = key->port;
-            if (bpf_map_lookup_elem(&job_ports, &pk))
-                return ALLOW;
-        }
+        if (is_loopback(key->addr) && own_port(key))
+            return ALLOW;
     }
     e = event_reserve(job, key->cgroup_id, op, CONFINE_REASON_POLICY);
     if (e) {
@@ -188,7 +202,7 @@ int BPF_PROG(confine_socket_sendmsg, struct socket *sock, struct msghdr *msg, in
     struct confine_net_key key = {};
     struct sockaddr *address = BPF_CORE_READ(msg, msg_name);
     struct confine_job *job;
-    __u16 family;
+    __u16 family, sock_family;
 
     if (!address)
         return ALLOW;
@@ -196,9 +210,17 @@ int BPF_PROG(confine_socket_sendmsg, struct socket *sock, struct msghdr *msg, in
     job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
     if (!job)
         return DENY;
+    /* Decided by the socket's family: unix datagrams by unix_may_send on the
+     * peer, other families by socket_create. */
+    sock_family = BPF_CORE_READ(sock, sk, __sk_common.skc_family);
+    if (sock_family != AF_INET && sock_family != AF_INET6)
+        return ALLOW;
     family = BPF_CORE_READ(address, sa_family);
+    /* udp_sendmsg() takes an AF_UNSPEC destination as AF_INET. */
+    if (family == AF_UNSPEC && sock_family == AF_INET)
+        family = AF_INET;
     if (family != AF_INET && family != AF_INET6)
-        return ALLOW; /* unix datagrams: unix_may_send decides on the peer */
+        return refuse_family(job, key.cgroup_id, family, CONFINE_OP_SENDMSG);
     return check_inet(job, sock, address, family, &key, CONFINE_OP_SENDMSG);
 }
 
@@ -296,7 +318,8 @@ struct {
     __uint(pinning, LIBBPF_PIN_BY_NAME);
 } bound_socks SEC(".maps");
 
-static __always_inline int record_bind(struct bpf_sock *sk)
+/* `family` is a constant per program: post_bind4 may not read src_ip6. */
+static __always_inline int record_bind(struct bpf_sock *sk, __u16 family)
 {
     __u64 cookie = bpf_get_socket_cookie(sk);
     struct port_key pk = {};
@@ -310,6 +333,19 @@ static __always_inline int record_bind(struct bpf_sock *sk)
         return 1;
     pk.cgroup_id = bpf_get_current_cgroup_id();
     pk.port = sk->src_port;
+    if (family == AF_INET) {
+        __u32 ip4 = sk->src_ip4;
+
+        pk.addr[10] = pk.addr[11] = 0xff;
+        __builtin_memcpy(&pk.addr[12], &ip4, 4);
+    } else {
+        __u32 w0 = sk->src_ip6[0], w1 = sk->src_ip6[1], w2 = sk->src_ip6[2], w3 = sk->src_ip6[3];
+
+        __builtin_memcpy(&pk.addr[0], &w0, 4);
+        __builtin_memcpy(&pk.addr[4], &w1, 4);
+        __builtin_memcpy(&pk.addr[8], &w2, 4);
+        __builtin_memcpy(&pk.addr[12], &w3, 4);
+    }
     if (!bpf_map_lookup_elem(&jobs, &pk.cgroup_id) ||
         bpf_map_update_elem(&bound_socks, &cookie, &pk, BPF_NOEXIST))
         return 1;
@@ -324,13 +360,13 @@ static __always_inline int record_bind(struct bpf_sock *sk)
 SEC("cgroup/post_bind4")
 int confine_post_bind4(struct bpf_sock *sk)
 {
-    return record_bind(sk);
+    return record_bind(sk, AF_INET);
 }
 
 SEC("cgroup/post_bind6")
 int confine_post_bind6(struct bpf_sock *sk)
 {
-    return record_bind(sk);
+    return record_bind(sk, AF_INET6);
 }
 
 SEC("cgroup/sock_release")
