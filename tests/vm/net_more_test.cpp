@@ -1,2 +1,794 @@
-// Placeholder: filled in by the net_more_test tests.
+// Network enforcement, the whole surface (issue #4): TCP, UDP, IPv4, IPv6 and
+// IPv4-mapped IPv6, connect, sendto and TCP Fast Open; unix sockets by path
+// (stream, datagram, seqpacket, through symlinks) and by abstract name; the
+// job's own loopback; bind rules; address families; and a real proxy.
+//
+// Host services are sockets this test process (root, outside any job)
+// binds; the job's side is `vmhelper netproc` (one process, many operations,
+// an exact errno for each). Each case runs unconfined as the same user first
+// (the control, which must reach the service), then confined.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <sstream>
+
 #include "harness.h"
+
+namespace vmtest {
+namespace {
+
+constexpr auto npos = std::string::npos;
+namespace fs = std::filesystem;
+
+// ---- what the helper reports --------------------------------------------------
+
+// `vmhelper netproc` output: the result of each OP ("ok ...", "CALL:ERRNO"),
+// and the pid of each helper process that printed.
+struct Ops {
+    std::vector<pid_t> pids;
+    std::map<std::string, std::string> results;
+    std::string operator[](const std::string& op) const {
+        auto it = results.find(op);
+        return it == results.end() ? "(not run)" : it->second;
+    }
+};
+
+Ops parse_ops(const std::string& out) {
+    Ops o;
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);) {
+        if (l.starts_with("pid ")) o.pids.push_back(static_cast<pid_t>(std::stol(l.substr(4))));
+        if (auto arrow = l.find(" -> "); arrow != npos) o.results[l.substr(0, arrow)] = l.substr(arrow + 4);
+    }
+    return o;
+}
+
+// "ok" and "ok <detail>" alike.
+bool ok(const std::string& result) { return result == "ok" || result.starts_with("ok "); }
+
+std::string netproc(const std::string& helper, const std::vector<std::string>& ops) {
+    return fmt::format("{} netproc {}", helper, fmt::join(ops, " "));
+}
+
+// The default-like policy of make_policy with [network] bind and families.
+std::string with_network(std::string policy, const std::vector<std::string>& bind,
+                         const std::vector<std::string>& families = {}) {
+    auto quoted = [](const std::vector<std::string>& v) {
+        std::vector<std::string> q;
+        for (const auto& s : v) q.push_back("\"" + s + "\"");
+        return fmt::format("[{}]", fmt::join(q, ", "));
+    };
+    const std::string from = "bind = []\n";
+    auto at = policy.find(from);
+    EXPECT_NE(at, npos) << policy;
+    if (at != npos)
+        policy.replace(at, from.size(), fmt::format("bind = {}\nfamilies = {}\n", quoted(bind), quoted(families)));
+    return policy;
+}
+
+// ---- host services ----------------------------------------------------------------
+
+bool sockaddr_of(const std::string& addr, uint16_t port, sockaddr_storage& ss, socklen_t& len) {
+    ss = {};
+    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    if (inet_pton(AF_INET, addr.c_str(), &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(port);
+        len = sizeof *sin;
+        return true;
+    }
+    if (inet_pton(AF_INET6, addr.c_str(), &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(port);
+        len = sizeof *sin6;
+        return true;
+    }
+    return false;
+}
+
+// A socket of this (root) process: a TCP or unix stream/seqpacket listener
+// that never accepts on its own, or a UDP or unix datagram socket that never
+// reads; pending() takes what arrived since the last call.
+class HostSock {
+public:
+    static HostSock inet(int type, const std::string& addr, uint16_t port = 0) {
+        HostSock s(type);
+        sockaddr_storage ss;
+        socklen_t len = 0;
+        if (!sockaddr_of(addr, port, ss, len)) ADD_FAILURE() << "bad address " << addr;
+        s.fd_ = socket(ss.ss_family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int one = 1;
+        setsockopt(s.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (ss.ss_family == AF_INET6) setsockopt(s.fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        s.bind_listen(reinterpret_cast<sockaddr*>(&ss), len, fmt::format("{} port {}", addr, port));
+        getsockname(s.fd_, reinterpret_cast<sockaddr*>(&ss), &len);
+        s.port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                                : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+        return s;
+    }
+    // NAME is a path, or "@name" for an abstract name. Anyone may connect
+    // as far as the permission bits go: only confine stands in the job's way.
+    static HostSock local(int type, const std::string& name) {
+        HostSock s(type);
+        sockaddr_un sun{};
+        sun.sun_family = AF_UNIX;
+        bool abstract = name.starts_with('@');
+        std::string n = abstract ? name.substr(1) : name;
+        memcpy(sun.sun_path + (abstract ? 1 : 0), n.data(), n.size());
+        s.fd_ = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (!abstract) unlink(n.c_str());
+        s.bind_listen(reinterpret_cast<sockaddr*>(&sun),
+                      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + n.size() + 1), name);
+        if (!abstract) chmod(n.c_str(), 0666);
+        return s;
+    }
+    HostSock(HostSock&& o) noexcept : type_(o.type_), fd_(std::exchange(o.fd_, -1)), port_(o.port_) {}
+    ~HostSock() {
+        if (fd_ >= 0) close(fd_);
+    }
+    uint16_t port() const { return port_; }
+    int pending() {
+        int n = 0;
+        if (type_ == SOCK_DGRAM) {
+            char buf[64];
+            while (recv(fd_, buf, sizeof buf, MSG_DONTWAIT) >= 0) n++;
+        } else {
+            for (int c; (c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0; n++) close(c);
+        }
+        return n;
+    }
+
+private:
+    explicit HostSock(int type) : type_(type) {}
+    void bind_listen(const sockaddr* sa, socklen_t len, const std::string& what) {
+        if (fd_ < 0 || bind(fd_, sa, len) != 0 || (type_ != SOCK_DGRAM && listen(fd_, 16) != 0))
+            ADD_FAILURE() << "host socket " << what << ": " << strerror(errno);
+    }
+    int type_;
+    int fd_ = -1;
+    uint16_t port_ = 0;
+};
+
+// Ports nobody uses for TCP or UDP on any address, IPv4 or IPv6, below the
+// ephemeral range (so no client connection takes one meanwhile).
+std::vector<uint16_t> free_ports(size_t n) {
+    static uint16_t next = static_cast<uint16_t>(20000 + (static_cast<long>(getpid()) * 7919) % 10000);
+    std::vector<uint16_t> out;
+    while (out.size() < n) {
+        uint16_t p = next++;
+        if (next > 32000) next = 20000;
+        bool free = true;
+        for (const char* addr : {"0.0.0.0", "::"})
+            for (int type : {SOCK_STREAM, SOCK_DGRAM}) {
+                sockaddr_storage ss;
+                socklen_t len;
+                sockaddr_of(addr, p, ss, len);
+                int fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0), one = 1;
+                if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+                free = free && fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
+                close(fd);
+            }
+        if (free) out.push_back(p);
+    }
+    return out;
+}
+
+// ---- the job's entries in the port maps ----------------------------------------
+
+Result bpftool(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/usr/sbin/bpftool"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Process p = Process::start({.argv = argv, .env = {"PATH=/usr/sbin:/usr/bin:/bin"}});
+    return p.wait();
+}
+
+std::vector<uint8_t> hex_bytes(const std::string& list) {
+    static const std::regex byte_re(R"re("0x([0-9a-f]{2})")re");
+    std::vector<uint8_t> out;
+    for (std::sregex_iterator b(list.begin(), list.end(), byte_re), end; b != end; ++b)
+        out.push_back(static_cast<uint8_t>(std::stoul((*b)[1].str(), nullptr, 16)));
+    return out;
+}
+
+// Entries of confine's pinned map `name` (every build's) that belong to
+// cgroup `cgid`: job_ports keys start with it, bound_socks values do.
+// Each as "tcp:PORT" / "udp:PORT" (kind 1 TCP, 2 UDP; port in host order).
+std::vector<std::string> port_entries(const std::string& name, uint64_t cgid) {
+    std::vector<std::string> out;
+    std::vector<std::string> pins;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator("/sys/fs/bpf/confine", ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+        if (it->path().filename() == name) pins.push_back(it->path());
+    EXPECT_FALSE(pins.empty()) << "no pinned map " << name << " under /sys/fs/bpf/confine";
+    static const std::regex entry_re(R"re("key":\[([^\]]*)\],"value":\[([^\]]*)\])re");
+    for (const std::string& pin : pins) {
+        Result dump = bpftool({"-j", "map", "dump", "pinned", pin});
+        EXPECT_EQ(dump.status, 0) << dump.describe();
+        for (std::sregex_iterator e(dump.out.begin(), dump.out.end(), entry_re), end; e != end; ++e) {
+            std::vector<uint8_t> pk = hex_bytes((*e)[name == "job_ports" ? 1 : 2].str());
+            if (pk.size() < 12) continue;
+            uint64_t id;
+            uint16_t kind, port;
+            memcpy(&id, pk.data(), 8);
+            memcpy(&kind, pk.data() + 8, 2);
+            memcpy(&port, pk.data() + 10, 2);
+            if (id == cgid) out.push_back(fmt::format("{}:{}", kind == 1 ? "tcp" : kind == 2 ? "udp" : "?", port));
+        }
+    }
+    return out;
+}
+
+// The cgroup directory of a running job: <cgroup2>/confine[/<build>]/<job>.
+std::string job_cgroup(const std::string& job) {
+    const std::string top = cgroup2_mount() + "/confine";
+    if (exists(top + "/" + job)) return top + "/" + job;
+    std::error_code ec;
+    for (const auto& d : fs::directory_iterator(top, ec))
+        if (exists(d.path().string() + "/" + job)) return d.path().string() + "/" + job;
+    return "";
+}
+
+// ---- the fixture --------------------------------------------------------------------
+
+class NetMoreTest : public VmTest {
+protected:
+    void SetUp() override {
+        VmTest::SetUp();
+        helper_ = install_helper(work());
+    }
+
+    // A process as the test user, outside any job, in work(), in the
+    // background (run_unconfined waits).
+    Process start_unconfined(const std::string& cmd) {
+        return Process::start({.argv = {"/bin/sh", "-c", cmd},
+                               .env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+                                       std::string("HOME=") + kUserHome},
+                               .cwd = work(),
+                               .uid = test_user().uid,
+                               .gid = test_user().gid,
+                               .groups = test_user().groups});
+    }
+
+    std::string helper_;
+};
+
+// ---- TCP and UDP ----------------------------------------------------------------------
+
+TEST_F(NetMoreTest, TcpAndUdpOverIpv4Ipv6AndMappedAreDeniedUnlessListed) {
+    struct Case {
+        HostSock sock;
+        std::string op, audit_op, target, rule;
+    };
+    std::vector<Case> cases;
+    auto add = [&](int type, const std::string& host, const std::string& verb, const std::string& dest,
+                   const std::string& audit_op, const std::string& shown, const std::string& rule_addr) {
+        HostSock s = HostSock::inet(type, host);
+        const uint16_t p = s.port();
+        const char* proto = type == SOCK_STREAM ? "tcp" : "udp";
+        std::string op = verb == "fastopen" ? fmt::format("fastopen,{},{}", dest, p)
+                                            : fmt::format("{},{},{},{}", verb, proto, dest, p);
+        cases.push_back({std::move(s), op, audit_op, fmt::format("{}://{}:{}", proto, shown, p),
+                         fmt::format("{}://{}:{}", proto, rule_addr, p)});
+    };
+    // Each attempt has a service of its own, so each audit target is unique.
+    // A v4-mapped destination is IPv4: audited as such, and matched by a
+    // rule in either form.
+    add(SOCK_STREAM, "127.0.0.1", "connect", "127.0.0.1", "connect", "127.0.0.1", "127.0.0.1");
+    add(SOCK_STREAM, "::1", "connect", "::1", "connect", "[::1]", "[::1]");
+    add(SOCK_STREAM, "127.0.0.1", "connect", "::ffff:127.0.0.1", "connect", "127.0.0.1", "127.0.0.1");
+    add(SOCK_STREAM, "127.0.0.1", "fastopen", "127.0.0.1", "sendmsg", "127.0.0.1", "[::ffff:127.0.0.1]");
+    add(SOCK_DGRAM, "127.0.0.1", "connect", "127.0.0.1", "connect", "127.0.0.1", "[::ffff:127.0.0.1]");
+    add(SOCK_DGRAM, "::1", "connect", "::1", "connect", "[::1]", "[::1]");
+    add(SOCK_DGRAM, "127.0.0.1", "connect", "::ffff:127.0.0.1", "connect", "127.0.0.1", "127.0.0.1");
+    add(SOCK_DGRAM, "127.0.0.1", "sendto", "127.0.0.1", "sendmsg", "127.0.0.1", "127.0.0.1");
+    add(SOCK_DGRAM, "::1", "sendto", "::1", "sendmsg", "[::1]", "[::1]");
+    add(SOCK_DGRAM, "127.0.0.1", "sendto", "::ffff:127.0.0.1", "sendmsg", "127.0.0.1", "[::ffff:127.0.0.1]");
+
+    std::vector<std::string> ops, rules;
+    for (const Case& c : cases) {
+        ops.push_back(c.op);
+        rules.push_back(c.rule);
+    }
+    const std::string cmd = netproc("./vmhelper", ops);
+
+    Result control = run_unconfined(cmd);
+    Ops co = parse_ops(control.out);
+    for (Case& c : cases) {
+        EXPECT_TRUE(ok(co[c.op])) << c.op << ": " << co[c.op];
+        EXPECT_EQ(c.sock.pending(), 1) << "unconfined, " << c.op << " did not reach the service";
+    }
+    ASSERT_FALSE(HasFailure()) << control.describe();
+
+    Result denied = run_confined("", cmd);
+    Ops d = parse_ops(denied.out);
+    for (Case& c : cases) {
+        SCOPED_TRACE(c.op);
+        const bool sends = c.op.starts_with("sendto") || c.op.starts_with("fastopen");
+        EXPECT_EQ(d[c.op], sends ? "sendto:EPERM" : "connect:EPERM") << denied.describe();
+        EXPECT_EQ(c.sock.pending(), 0) << "the confined job reached the service";
+        EXPECT_DENIAL(denied, c.audit_op, c.target, "vmhelper");
+    }
+    EXPECT_EQ(denied.audit.size(), cases.size()) << denied.describe();
+
+    Result listed = run_confined(make_policy({.connect = rules}), cmd);
+    Ops l = parse_ops(listed.out);
+    for (Case& c : cases) {
+        EXPECT_TRUE(ok(l[c.op])) << c.op << ": " << l[c.op] << "\n" << listed.describe();
+        EXPECT_EQ(c.sock.pending(), 1) << "the listed " << c.op << " did not reach the service";
+    }
+    EXPECT_TRUE(listed.audit.empty()) << listed.describe();
+}
+
+// udp_sendmsg() takes a destination whose sin_family is AF_UNSPEC as IPv4
+// (an old compatibility rule), so such a sendto reaches the address it names.
+TEST_F(NetMoreTest, UdpSendtoWithAnUnspecifiedFamilyIsStillChecked) {
+    HostSock s = HostSock::inet(SOCK_DGRAM, "127.0.0.1");
+    const std::string op = fmt::format("sendto,udp-unspec,127.0.0.1,{}", s.port());
+    const std::string cmd = netproc("./vmhelper", {op});
+
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(parse_ops(control.out)[op], "ok") << control.describe();
+    ASSERT_EQ(s.pending(), 1) << "unconfined, the datagram did not arrive";
+
+    Result r = run_confined("", cmd);
+    EXPECT_EQ(parse_ops(r.out)[op], "sendto:EPERM");
+    EXPECT_EQ(s.pending(), 0) << "the confined job sent a datagram to an unlisted host service";
+    EXPECT_DENIAL(r, "sendmsg", fmt::format("udp://127.0.0.1:{}", s.port()), "vmhelper");
+}
+
+// ---- unix sockets ---------------------------------------------------------------------
+
+TEST_F(NetMoreTest, UnixSocketsByPathAndNameAreDeniedUnlessListed) {
+    const std::string stream = at("stream.sock"), seqpacket = at("seqpacket.sock"), dgram = at("dgram.sock"),
+                      dgramto = at("dgramto.sock"), other = at("other.sock"), to_listed = at("to-listed"),
+                      to_other = at("to-other");
+    const std::string abs_listed = fmt::format("@confine-more-{}-listed", getpid()),
+                      abs_other = fmt::format("@confine-more-{}-other", getpid());
+    HostSock s_stream = HostSock::local(SOCK_STREAM, stream), s_seq = HostSock::local(SOCK_SEQPACKET, seqpacket),
+             s_dgram = HostSock::local(SOCK_DGRAM, dgram), s_dgramto = HostSock::local(SOCK_DGRAM, dgramto),
+             s_other = HostSock::local(SOCK_STREAM, other), s_abs_listed = HostSock::local(SOCK_STREAM, abs_listed),
+             s_abs_other = HostSock::local(SOCK_STREAM, abs_other);
+    // Committed-symlink style: links the job could have made itself.
+    ASSERT_EQ(symlink(stream.c_str(), to_listed.c_str()), 0);
+    ASSERT_EQ(symlink(other.c_str(), to_other.c_str()), 0);
+
+    const std::string op_stream = "unix,stream," + stream, op_seq = "unix,seqpacket," + seqpacket,
+                      op_dgram = "unix,dgram," + dgram, op_dgramto = "unix,dgramto," + dgramto,
+                      op_to_listed = "unix,stream," + to_listed, op_to_other = "unix,stream," + to_other,
+                      op_abs_listed = "unix,stream," + abs_listed, op_abs_other = "unix,stream," + abs_other;
+    const std::vector<std::string> own = {"autobind,stream", "autobind,dgram"};
+    std::vector<std::string> all = {op_stream, op_seq, op_dgram, op_dgramto, op_to_listed, op_to_other,
+                                    op_abs_listed, op_abs_other};
+    all.insert(all.end(), own.begin(), own.end());
+    const std::string cmd = netproc("./vmhelper", all);
+    auto counts = [&] {
+        return std::vector<int>{s_stream.pending(), s_seq.pending(),   s_dgram.pending(),      s_dgramto.pending(),
+                                s_other.pending(),  s_abs_listed.pending(), s_abs_other.pending()};
+    };
+
+    Result control = run_unconfined(cmd);
+    Ops c = parse_ops(control.out);
+    for (const auto& op : all) EXPECT_TRUE(ok(c[op])) << op << ": " << c[op];
+    // stream.sock twice: directly and through its symlink.
+    ASSERT_EQ(counts(), (std::vector<int>{2, 1, 1, 1, 1, 1, 1})) << control.describe();
+
+    // Nothing listed: every host socket is refused, the job's own are not.
+    Result denied = run_confined("", cmd);
+    Ops d = parse_ops(denied.out);
+    for (const auto& op : {op_stream, op_seq, op_to_listed, op_to_other, op_abs_listed, op_abs_other})
+        EXPECT_EQ(d[op], "connect:EPERM") << op << "\n" << denied.describe();
+    EXPECT_EQ(d[op_dgram], "connect:EPERM") << denied.describe();
+    EXPECT_EQ(d[op_dgramto], "sendto:EPERM") << denied.describe();
+    for (const auto& op : own) EXPECT_TRUE(ok(d[op])) << op << ": " << d[op] << "\n" << denied.describe();
+    EXPECT_EQ(counts(), (std::vector<int>(7, 0))) << "the confined job reached a host socket";
+    // Connecting through a symlink is audited as the socket the kernel found.
+    for (const auto& [op, target] : std::vector<std::pair<std::string, std::string>>{
+             {"connect", "unix:" + stream}, {"connect", "unix:" + seqpacket}, {"sendmsg", "unix:" + dgram},
+             {"sendmsg", "unix:" + dgramto}, {"connect", "unix:" + other},
+             {"connect", "unix-abstract:" + abs_listed.substr(1)},
+             {"connect", "unix-abstract:" + abs_other.substr(1)}}) {
+        // stream.sock is refused twice (directly and through to-listed).
+        if (target == "unix:" + stream) {
+            EXPECT_EQ(std::count_if(denied.audit.begin(), denied.audit.end(),
+                                    [&](const AuditLine& l) { return l.str("target") == target; }),
+                      2)
+                << denied.describe();
+            continue;
+        }
+        EXPECT_DENIAL(denied, op, target, "vmhelper");
+    }
+    EXPECT_EQ(denied.audit.size(), 8u) << denied.describe();
+
+    // Listed by their real paths: reachable directly and through symlinks;
+    // the unlisted ones stay refused, whichever way they are named.
+    const std::string policy = make_policy(
+        {.connect = {"unix:" + stream, "unix:" + seqpacket, "unix:" + dgram, "unix:" + dgramto,
+                     "unix-abstract:" + abs_listed.substr(1)}});
+    Result listed = run_confined(policy, cmd);
+    Ops l = parse_ops(listed.out);
+    for (const auto& op : {op_stream, op_seq, op_dgram, op_dgramto, op_to_listed, op_abs_listed, own[0], own[1]})
+        EXPECT_TRUE(ok(l[op])) << op << ": " << l[op] << "\n" << listed.describe();
+    EXPECT_EQ(l[op_to_other], "connect:EPERM") << listed.describe();
+    EXPECT_EQ(l[op_abs_other], "connect:EPERM") << listed.describe();
+    EXPECT_EQ(counts(), (std::vector<int>{2, 1, 1, 1, 0, 1, 0}));
+    EXPECT_DENIAL(listed, "connect", "unix:" + other, "vmhelper");
+    EXPECT_DENIAL(listed, "connect", "unix-abstract:" + abs_other.substr(1), "vmhelper");
+    EXPECT_EQ(listed.audit.size(), 2u) << listed.describe();
+}
+
+// ---- the job's own loopback -----------------------------------------------------------
+
+TEST_F(NetMoreTest, LoopbackServersOfTheJobAreItsOwnUntilClosed) {
+    const std::vector<uint16_t> p = free_ports(6);
+    const uint16_t released = p[4], held = p[5];
+    // Round trips to servers the job starts itself: TCP and UDP, IPv4 and
+    // IPv6, on a port the kernel picks and on a fixed one.
+    std::vector<std::string> serve;
+    int i = 0;
+    for (const char* proto : {"tcp", "udp"})
+        for (const char* addr : {"127.0.0.1", "::1"}) {
+            serve.push_back(fmt::format("serve,{},{},0", proto, addr));
+            serve.push_back(fmt::format("serve,{},{},{}", proto, addr, p[i++]));
+        }
+    const std::string closed = work() + "/closed", rebound = work() + "/rebound";
+    const std::string connect_tcp = fmt::format("connect,tcp,127.0.0.1,{}", released),
+                      sendto_udp = fmt::format("sendto,udp,127.0.0.1,{}", released);
+    std::vector<std::string> ops = serve;
+    // Then a server that closes: its port stops being the job's, and the
+    // host's service that takes it over is out of reach.
+    for (const std::string& op :
+         {fmt::format("bind,tcp,127.0.0.1,{}", released), fmt::format("bind,udp,127.0.0.1,{}", released),
+          fmt::format("hold,tcp,127.0.0.1,{}", held), "touch," + closed, "wait," + rebound, connect_tcp, sendto_udp})
+        ops.push_back(op);
+
+    Started job = start({.argv = {"/bin/sh", "-c", netproc("./vmhelper", ops)}});
+    ASSERT_TRUE(wait_until([&] { return exists(closed); }, 60)) << finish(job, 1).describe();
+    const std::string cg = job_cgroup(job.job);
+    struct stat st {};
+    ASSERT_EQ(stat(cg.c_str(), &st), 0) << "no cgroup for job " << job.job;
+    const uint64_t cgid = st.st_ino;
+    // Only the socket still open counts: every closed one was removed by
+    // sock_release (confine's clean-up at the end has not run yet).
+    EXPECT_EQ(port_entries("job_ports", cgid), std::vector<std::string>{fmt::format("tcp:{}", held)});
+    EXPECT_EQ(port_entries("bound_socks", cgid), std::vector<std::string>{fmt::format("tcp:{}", held)});
+    HostSock host_tcp = HostSock::inet(SOCK_STREAM, "127.0.0.1", released),
+             host_udp = HostSock::inet(SOCK_DGRAM, "127.0.0.1", released);
+    write_file(rebound, "");
+    Result r = finish(job);
+    Ops o = parse_ops(r.out);
+    for (const auto& op : serve) EXPECT_TRUE(ok(o[op])) << op << ": " << o[op] << "\n" << r.describe();
+    EXPECT_EQ(o[connect_tcp], "connect:EPERM") << r.describe();
+    EXPECT_EQ(o[sendto_udp], "sendto:EPERM") << r.describe();
+    EXPECT_EQ(host_tcp.pending(), 0);
+    EXPECT_EQ(host_udp.pending(), 0);
+    EXPECT_DENIAL(r, "connect", fmt::format("tcp://127.0.0.1:{}", released), "vmhelper");
+    EXPECT_DENIAL(r, "sendmsg", fmt::format("udp://127.0.0.1:{}", released), "vmhelper");
+    EXPECT_EQ(r.audit.size(), 2u) << r.describe();
+    // After the job, nothing of it is left in the port maps.
+    EXPECT_TRUE(port_entries("job_ports", cgid).empty());
+    EXPECT_TRUE(port_entries("bound_socks", cgid).empty());
+
+    // Control: the host services the job was refused are there for the user.
+    Result control = run_unconfined(netproc("./vmhelper", {connect_tcp, sendto_udp}));
+    Ops c = parse_ops(control.out);
+    EXPECT_EQ(c[connect_tcp], "ok") << control.describe();
+    EXPECT_EQ(c[sendto_udp], "ok") << control.describe();
+    EXPECT_EQ(host_tcp.pending(), 1);
+    EXPECT_EQ(host_udp.pending(), 1);
+}
+
+// A port is the job's on the loopback address it bound, not on every one:
+// holding 127.0.0.2:P must not open the host's 127.0.0.1:P (a database, a
+// resolver on 127.0.0.53) to the job.
+TEST_F(NetMoreTest, AJobPortOnOneLoopbackAddressOpensNoOther) {
+    const uint16_t port = free_ports(1)[0];
+    HostSock host_tcp = HostSock::inet(SOCK_STREAM, "127.0.0.1", port),
+             host_udp = HostSock::inet(SOCK_DGRAM, "127.0.0.1", port);
+    const std::string connect_tcp = fmt::format("connect,tcp,127.0.0.1,{}", port),
+                      sendto_udp = fmt::format("sendto,udp,127.0.0.1,{}", port);
+    const std::vector<std::string> ops = {fmt::format("hold,tcp,127.0.0.2,{}", port),
+                                          fmt::format("hold,udp,127.0.0.2,{}", port), connect_tcp, sendto_udp};
+    const std::string cmd = netproc("./vmhelper", ops);
+
+    Result control = run_unconfined(cmd);
+    Ops c = parse_ops(control.out);
+    for (const auto& op : ops) EXPECT_TRUE(ok(c[op])) << op << ": " << c[op];
+    ASSERT_EQ(host_tcp.pending(), 1) << control.describe();
+    ASSERT_EQ(host_udp.pending(), 1) << control.describe();
+
+    Result r = run_confined("", cmd);
+    Ops o = parse_ops(r.out);
+    EXPECT_TRUE(ok(o[ops[0]]) && ok(o[ops[1]])) << "loopback binds must work\n" << r.describe();
+    EXPECT_EQ(o[connect_tcp], "connect:EPERM");
+    EXPECT_EQ(o[sendto_udp], "sendto:EPERM");
+    EXPECT_EQ(host_tcp.pending(), 0) << "the job reached the host's 127.0.0.1 service";
+    EXPECT_EQ(host_udp.pending(), 0) << "the job reached the host's 127.0.0.1 service";
+    EXPECT_DENIAL(r, "connect", fmt::format("tcp://127.0.0.1:{}", port), "vmhelper");
+    EXPECT_DENIAL(r, "sendmsg", fmt::format("udp://127.0.0.1:{}", port), "vmhelper");
+}
+
+// A socket bound to port 0 gives its port back on connect(AF_UNSPEC)
+// without being closed. The port is no longer the job's, whoever binds it
+// next.
+// Known gap (issue #4), kept as a disabled repro: job_ports forgets a port
+// only at sock_release, so a port given back with connect(AF_UNSPEC) stays
+// "the job's". The fix decides on the socket the kernel would reach (cgroup
+// connect4/6 and sendmsg4/6 programs with bpf_sk_lookup_*), as the unix hooks
+// already do.
+TEST_F(NetMoreTest, DISABLED_APortTheJobGaveBackWithoutClosingIsNoLongerItsOwn) {
+    const std::string tport = work() + "/tport", uport = work() + "/uport", released = work() + "/released",
+                      taken = work() + "/taken";
+    // The last two OPs read the port numbers from the files at that time.
+    const std::string connect_tcp = "connect,tcp,127.0.0.1," + tport, sendto_udp = "sendto,udp,127.0.0.1," + uport;
+    const std::string cmd = netproc("./vmhelper", {"hold,tcp,127.0.0.1,0," + tport, "hold,udp,127.0.0.1,0," + uport,
+                                                   "unbind", "touch," + released, "wait," + taken, connect_tcp,
+                                                   sendto_udp});
+    // Runs `cmd` (started by `begin`), takes over its ports as the host once
+    // it gave them back, and returns its result and what the host received.
+    struct Outcome {
+        Result r;
+        uint16_t tcp_port, udp_port;
+        int tcp_pending, udp_pending;
+    };
+    auto play = [&](auto&& begin, auto&& end) -> std::optional<Outcome> {
+        for (const auto& f : {tport, uport, released, taken}) unlink(f.c_str());
+        auto handle = begin();
+        if (!wait_until([&] { return exists(released); }, 60)) {
+            ADD_FAILURE() << "the job never gave its ports back\n" << end(handle).describe();
+            return std::nullopt;
+        }
+        auto tp = static_cast<uint16_t>(std::stoul(read_file(tport))),
+             up = static_cast<uint16_t>(std::stoul(read_file(uport)));
+        HostSock host_tcp = HostSock::inet(SOCK_STREAM, "127.0.0.1", tp),
+                 host_udp = HostSock::inet(SOCK_DGRAM, "127.0.0.1", up);
+        write_file(taken, "");
+        Outcome o{end(handle), tp, up, 0, 0};
+        o.tcp_pending = host_tcp.pending();
+        o.udp_pending = host_udp.pending();
+        return o;
+    };
+
+    auto control = play([&] { return start_unconfined(cmd); }, [](Process& p) { return p.wait(); });
+    ASSERT_TRUE(control);
+    Ops c = parse_ops(control->r.out);
+    ASSERT_EQ(c[connect_tcp], "ok") << control->r.describe();
+    ASSERT_EQ(c[sendto_udp], "ok") << control->r.describe();
+    ASSERT_EQ(control->tcp_pending, 1);
+    ASSERT_EQ(control->udp_pending, 1);
+
+    auto confined = play([&] { return start({.argv = {"/bin/sh", "-c", cmd}}); },
+                         [&](Started& s) { return finish(s); });
+    ASSERT_TRUE(confined);
+    const Result& r = confined->r;
+    Ops o = parse_ops(r.out);
+    EXPECT_EQ(o["unbind"], "ok") << r.describe();
+    EXPECT_EQ(o[connect_tcp], "connect:EPERM");
+    EXPECT_EQ(o[sendto_udp], "sendto:EPERM");
+    EXPECT_EQ(confined->tcp_pending, 0) << "the job reached the host's service on a port it gave back";
+    EXPECT_EQ(confined->udp_pending, 0) << "the job reached the host's service on a port it gave back";
+    EXPECT_DENIAL(r, "connect", fmt::format("tcp://127.0.0.1:{}", confined->tcp_port), "vmhelper");
+    EXPECT_DENIAL(r, "sendmsg", fmt::format("udp://127.0.0.1:{}", confined->udp_port), "vmhelper");
+}
+
+// ---- bind -------------------------------------------------------------------------------
+
+TEST_F(NetMoreTest, BindOutsideLoopbackNeedsARule) {
+    const std::vector<uint16_t> p = free_ports(3);
+    auto bind_op = [](const char* proto, const char* addr, uint16_t port) {
+        return fmt::format("bind,{},{},{}", proto, addr, port);
+    };
+    // Loopback, IPv4 and IPv6, any address of 127.0.0.0/8: always the job's.
+    const std::vector<std::string> loopback = {bind_op("tcp", "127.0.0.1", p[0]), bind_op("udp", "127.0.0.1", p[0]),
+                                               bind_op("tcp", "::1", p[0]), bind_op("udp", "127.0.0.2", p[0])};
+    const std::string any_tcp = bind_op("tcp", "0.0.0.0", p[0]), any_tcp_other = bind_op("tcp", "0.0.0.0", p[1]),
+                      any_udp = bind_op("udp", "0.0.0.0", p[0]), any_udp_other = bind_op("udp", "0.0.0.0", p[1]),
+                      any_udp_picked = "bind,udp,0.0.0.0,0", any6_tcp = bind_op("tcp", "::", p[0]),
+                      mptcp = bind_op("mptcp", "0.0.0.0", p[2]);
+    std::vector<std::string> ops = loopback;
+    for (const auto& op : {any_tcp, any_tcp_other, any_udp, any_udp_other, any_udp_picked, any6_tcp, mptcp})
+        ops.push_back(op);
+    const std::string cmd = netproc("./vmhelper", ops);
+
+    Result control = run_unconfined(cmd);
+    Ops c = parse_ops(control.out);
+    // MPTCP may be compiled out; everything else must work for the user.
+    const bool have_mptcp = ok(c[mptcp]);
+    for (const auto& op : ops)
+        if (op != mptcp) {
+            EXPECT_TRUE(ok(c[op])) << op << ": " << c[op] << "\n" << control.describe();
+        }
+    ASSERT_FALSE(HasFailure());
+
+    Result denied = run_confined("", cmd);
+    Ops d = parse_ops(denied.out);
+    for (const auto& op : loopback) EXPECT_TRUE(ok(d[op])) << op << ": " << d[op] << "\n" << denied.describe();
+    for (const auto& op : {any_tcp, any_tcp_other, any_udp, any_udp_other, any6_tcp})
+        EXPECT_EQ(d[op], "bind:EPERM") << op << "\n" << denied.describe();
+    EXPECT_DENIAL(denied, "bind", fmt::format("tcp://0.0.0.0:{}", p[0]), "vmhelper");
+    EXPECT_DENIAL(denied, "bind", fmt::format("tcp://0.0.0.0:{}", p[1]), "vmhelper");
+    EXPECT_DENIAL(denied, "bind", fmt::format("udp://0.0.0.0:{}", p[0]), "vmhelper");
+    EXPECT_DENIAL(denied, "bind", fmt::format("udp://0.0.0.0:{}", p[1]), "vmhelper");
+    EXPECT_DENIAL(denied, "bind", fmt::format("tcp://[::]:{}", p[0]), "vmhelper");
+    // An MPTCP socket binds through its TCP subflow: the same rules.
+    if (have_mptcp) {
+        EXPECT_EQ(d[mptcp], "bind:EPERM") << denied.describe();
+        EXPECT_DENIAL(denied, "bind", fmt::format("tcp://0.0.0.0:{}", p[2]), "vmhelper");
+    }
+
+    // One exact port for TCP; port 0 (any port) for UDP. Neither covers IPv6.
+    const std::string policy =
+        with_network(make_policy({}), {fmt::format("tcp://0.0.0.0:{}", p[0]), "udp://0.0.0.0:0"});
+    Result ruled = run_confined(policy, cmd);
+    Ops b = parse_ops(ruled.out);
+    for (const auto& op : loopback) EXPECT_TRUE(ok(b[op])) << op << ": " << b[op] << "\n" << ruled.describe();
+    for (const auto& op : {any_tcp, any_udp, any_udp_other, any_udp_picked})
+        EXPECT_TRUE(ok(b[op])) << op << ": " << b[op] << "\n" << ruled.describe();
+    EXPECT_EQ(b[any_tcp_other], "bind:EPERM") << ruled.describe();
+    EXPECT_EQ(b[any6_tcp], "bind:EPERM") << ruled.describe();
+    EXPECT_DENIAL(ruled, "bind", fmt::format("tcp://0.0.0.0:{}", p[1]), "vmhelper");
+    EXPECT_DENIAL(ruled, "bind", fmt::format("tcp://[::]:{}", p[0]), "vmhelper");
+    EXPECT_EQ(ruled.audit.size(), have_mptcp ? 3u : 2u) << ruled.describe();
+}
+
+// ---- address families -------------------------------------------------------------------
+
+TEST_F(NetMoreTest, OtherAddressFamiliesNeedARule) {
+    // netlink: what `ip addr` needs, and any user may create unconfined.
+    // packet: refused by the kernel too for a user without CAP_NET_RAW, but
+    // confine refuses first, and says so.
+    const std::string cmd =
+        "echo; ip addr show dev lo & p=$!; wait $p; echo \"ip $p $?\"; ./vmhelper netproc socket,packet";
+
+    Result control = run_unconfined("ip addr show dev lo && ./vmhelper netproc socket,netlink");
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_NE(control.out.find("127.0.0.1"), npos) << control.describe();
+
+    auto ip_pid = [](const Result& r) {
+        std::smatch m;
+        return std::regex_search(r.out, m, std::regex(R"(\nip ([0-9]+) ([0-9]+)\n)"))
+                   ? std::pair<pid_t, int>{std::stoi(m[1]), std::stoi(m[2])}
+                   : std::pair<pid_t, int>{-1, -1};
+    };
+    // The lines of one process of r.
+    auto of = [](const Result& r, pid_t pid) {
+        Result s = r;
+        std::erase_if(s.audit, [&](const AuditLine& l) { return l.num("tgid") != pid; });
+        return s;
+    };
+
+    Result denied = run_confined("", cmd);
+    auto [ip, ip_status] = ip_pid(denied);
+    Ops d = parse_ops(denied.out);
+    ASSERT_GT(ip, 0) << denied.describe();
+    ASSERT_EQ(d.pids.size(), 1u) << denied.describe();
+    EXPECT_NE(ip_status, 0) << denied.describe();
+    EXPECT_EQ(denied.out.find("127.0.0.1"), npos) << denied.describe();
+    EXPECT_NE(denied.err.find("Operation not permitted"), npos) << denied.describe();
+    EXPECT_EQ(d["socket,packet"], "socket:EPERM") << denied.describe();
+    Result ip_lines = of(denied, ip), helper_lines = of(denied, d.pids[0]);
+    EXPECT_DENIAL(ip_lines, "socket", "", "ip");
+    EXPECT_DENIAL(helper_lines, "socket", "", "vmhelper");
+    if (ip_lines.audit.size() == 1) {
+        EXPECT_EQ(ip_lines.audit[0].num("family"), 16) << ip_lines.audit[0].raw;
+    }
+    if (helper_lines.audit.size() == 1) {
+        EXPECT_EQ(helper_lines.audit[0].num("family"), 17) << helper_lines.audit[0].raw;
+    }
+    EXPECT_EQ(denied.audit.size(), 2u) << denied.describe();
+
+    Result listed = run_confined(with_network(make_policy({}), {}, {"netlink"}), cmd);
+    std::tie(ip, ip_status) = ip_pid(listed);
+    Ops l = parse_ops(listed.out);
+    EXPECT_EQ(ip_status, 0) << listed.describe();
+    EXPECT_NE(listed.out.find("inet 127.0.0.1/8"), npos) << listed.describe();
+    EXPECT_EQ(l["socket,packet"], "socket:EPERM") << listed.describe();
+    ASSERT_EQ(listed.audit.size(), 1u) << listed.describe();
+    EXPECT_DENIAL(listed, "socket", "", "vmhelper");
+    EXPECT_EQ(listed.audit[0].num("family"), 17) << listed.audit[0].raw;
+}
+
+// ---- a real proxy ------------------------------------------------------------------------
+
+// An HTTP server (root, outside any job) on 127.0.0.2:8000, [::1]:8000 and
+// a unix socket, serving the directory it runs in.
+constexpr const char* kHttpServer = R"py(
+import http.server, os, socket, socketserver, sys, threading
+root, unix_path, ready = sys.argv[1:4]
+os.chdir(root)
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args): pass
+    def address_string(self): return "client"
+class V6(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+class Unix(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    def get_request(self):
+        conn, _ = self.socket.accept()
+        return conn, ("unix", 0)
+if os.path.exists(unix_path): os.unlink(unix_path)
+servers = [http.server.ThreadingHTTPServer(("127.0.0.2", 8000), Handler), V6(("::1", 8000), Handler),
+           Unix(unix_path, Handler)]
+os.chmod(unix_path, 0o666)
+for s in servers: threading.Thread(target=s.serve_forever, daemon=True).start()
+open(ready, "w").close()
+threading.Event().wait()
+)py";
+
+bool tcp_reachable(const std::string& addr, uint16_t port) {
+    sockaddr_storage ss;
+    socklen_t len;
+    sockaddr_of(addr, port, ss, len);
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
+    close(fd);
+    return ok;
+}
+
+TEST_F(NetMoreTest, OnlyTheListedProxyReachesServicesBeyondIt) {
+    const std::string body = fmt::format("body-through-the-proxy-{}\n", getpid());
+    const std::string docroot = at("www"), unix_path = at("http.sock"), ready = at("http.ready");
+    make_dir(docroot);
+    write_file(docroot + "/f", body);
+    write_file(at("server.py"), kHttpServer);
+    write_file(at("tinyproxy.conf"), "Port 8888\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 60\n");
+    Process http = Process::start({.argv = {"/usr/bin/python3", at("server.py"), docroot, unix_path, ready},
+                                   .env = {"PATH=/usr/bin:/bin"}});
+    Process proxy = Process::start({.argv = {"/usr/bin/tinyproxy", "-d", "-c", at("tinyproxy.conf")},
+                                    .env = {"PATH=/usr/bin:/bin"}});
+    HostSock udp4 = HostSock::inet(SOCK_DGRAM, "127.0.0.2", 8000), udp6 = HostSock::inet(SOCK_DGRAM, "::1", 8000);
+    ASSERT_TRUE(wait_until([&] { return exists(ready); }, 60)) << http.wait(1).describe();
+    ASSERT_TRUE(wait_until([&] { return tcp_reachable("127.0.0.1", 8888); }, 60)) << proxy.wait(1).describe();
+
+    // Each curl prints its exit status after the body: "=N".
+    const std::string curl = "curl -sS --max-time 60 -o - -w '=%{exitcode}\\n' ";
+    const std::string via_proxy = curl + "-x http://127.0.0.1:8888 http://127.0.0.2:8000/f",
+                      direct4 = curl + "http://127.0.0.2:8000/f", direct6 = curl + "'http://[::1]:8000/f'",
+                      via_unix = curl + "--unix-socket " + unix_path + " http://localhost/f";
+    const std::string udp_ops = "./vmhelper netproc sendto,udp,127.0.0.2,8000 connect,udp,::1,8000";
+    const std::string direct = direct4 + "; " + direct6 + "; " + via_unix + "; " + udp_ops;
+
+    Result control = run_unconfined(direct);
+    EXPECT_EQ(control.out.substr(0, control.out.find("pid ")), body + "=0\n" + body + "=0\n" + body + "=0\n")
+        << control.describe();
+    Ops c = parse_ops(control.out);
+    EXPECT_EQ(c["sendto,udp,127.0.0.2,8000"], "ok");
+    EXPECT_EQ(c["connect,udp,::1,8000"], "ok");
+    EXPECT_EQ(udp4.pending(), 1);
+    EXPECT_EQ(udp6.pending(), 1);
+    ASSERT_FALSE(HasFailure()) << control.describe();
+
+    Result r = run_confined(make_policy({.connect = {"tcp://127.0.0.1:8888"}}), via_proxy + "; " + direct);
+    // The proxy fetches the body; every direct way is refused.
+    EXPECT_TRUE(r.out.starts_with(body + "=0\n")) << r.describe();
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '='), 4) << r.describe();
+    EXPECT_EQ(r.out.find(body, body.size()), npos) << "the body came through a direct way\n" << r.describe();
+    EXPECT_NE(r.out.find(body + "=0\n=7\n=7\n=7\n"), npos) << "curl exits 7 when it can't connect\n" << r.describe();
+    Ops o = parse_ops(r.out);
+    EXPECT_EQ(o["sendto,udp,127.0.0.2,8000"], "sendto:EPERM") << r.describe();
+    EXPECT_EQ(o["connect,udp,::1,8000"], "connect:EPERM") << r.describe();
+    EXPECT_EQ(udp4.pending(), 0);
+    EXPECT_EQ(udp6.pending(), 0);
+    EXPECT_DENIAL(r, "connect", "tcp://127.0.0.2:8000", "curl");
+    EXPECT_DENIAL(r, "connect", "tcp://[::1]:8000", "curl");
+    EXPECT_DENIAL(r, "connect", "unix:" + unix_path, "curl");
+    EXPECT_DENIAL(r, "sendmsg", "udp://127.0.0.2:8000", "vmhelper");
+    EXPECT_DENIAL(r, "connect", "udp://[::1]:8000", "vmhelper");
+    EXPECT_EQ(r.audit.size(), 5u) << r.describe();
+}
+
+}  // namespace
+}  // namespace vmtest
