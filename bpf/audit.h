@@ -39,6 +39,7 @@ enum confine_reason {
     CONFINE_REASON_PATH_TOO_LONG, /* path longer than CONFINE_PATH_MAX */
     CONFINE_REASON_PATH_TOO_DEEP, /* more than CONFINE_PATH_DEPTH components */
     CONFINE_REASON_OUTSIDE_ROOT,  /* not reachable from the task's root */
+    CONFINE_REASON_TOO_MANY_MOUNTS, /* the file's filesystem is mounted too often to check */
 };
 
 enum confine_target_kind {

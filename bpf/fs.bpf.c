@@ -286,7 +286,8 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 #define ATTR_UID 0x2
 #define ATTR_GID 0x4
 #define ATTR_SIZE 0x8
-#define MAX_SB_MOUNTS 4
+#define MAX_SB_MOUNTS 4   /* mounts of one filesystem we decide through */
+#define MAX_SB_LIST 4096 /* mounts of one filesystem, all namespaces, we look at */
 
 /* The mounts of a superblock: a list_head through mount.mnt_instance up to
  * 6.12; later kernels (seen in 7.2) chain them from a struct mount *
@@ -325,45 +326,75 @@ static __always_inline struct mount *sb_next_mount(struct super_block *sb, struc
     return next == head ? NULL : (void *)next - bpf_core_field_offset(struct mount, mnt_instance);
 }
 
+/* Collects the mounts of a superblock that are in the task's namespace. */
+struct sb_walk {
+    struct super_block *sb;
+    struct mount *m; /* next to look at; NULL when the list is done */
+    struct mnt_namespace *ns;
+    struct vfsmount *found[MAX_SB_MOUNTS];
+    __u32 n;
+    bool overflow;
+};
+
+static long sb_step(__u32 i, void *arg)
+{
+    struct sb_walk *w = arg;
+    struct mount *m = w->m; /* a local: CO-RE reads can't start in our struct */
+
+    if (!m)
+        return 1;
+    if (BPF_CORE_READ(m, mnt_ns) == w->ns) {
+        if (w->n >= MAX_SB_MOUNTS) {
+            w->overflow = true;
+            return 1;
+        }
+        w->found[w->n & (MAX_SB_MOUNTS - 1)] = (void *)m + bpf_core_field_offset(struct mount, mnt);
+        w->n++;
+    }
+    w->m = sb_next_mount(w->sb, m);
+    return 0;
+}
+
 /* The file at `dentry` must be writable through every mount of its
- * filesystem that the task can reach. More mounts than we can check: deny. */
+ * filesystem in the task's mount namespace that resolves under the task's
+ * root. Mounts in other namespaces (systemd services' private ones) don't
+ * count; more of ours than we can check: deny. */
 static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
 {
     struct task_struct *task = bpf_get_current_task_btf();
-    struct super_block *sb = BPF_CORE_READ(dentry, d_sb);
-    struct mnt_namespace *ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
+    struct sb_walk w = {};
+    struct confine_event *e;
     struct confine_job *job;
-    struct vfsmount *vm;
     struct resolved r;
-    struct mount *m;
     __u64 cgid;
 
     job = current_job(&cgid);
     if (!job || kernel_override(task))
         return 0;
-    m = sb_first_mount(sb);
-#pragma unroll
-    for (int i = 0; i < MAX_SB_MOUNTS; i++) {
-        if (!m)
-            return 0;
-        vm = (void *)m + bpf_core_field_offset(struct mount, mnt);
-        if (BPF_CORE_READ(m, mnt_ns) != ns)
-            goto next;
-        if (!resolve(dentry, vm, &r))
+    w.sb = BPF_CORE_READ(dentry, d_sb);
+    w.ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
+    w.m = sb_first_mount(w.sb);
+    bpf_loop(MAX_SB_LIST, sb_step, &w, 0);
+    if (w.overflow || w.m) {
+        e = event_reserve(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS);
+        if (e)
+            bpf_ringbuf_submit(e, 0);
+        return GLOBAL(verdict(job));
+    }
+    for (__u32 i = 0; i < w.n && i < MAX_SB_MOUNTS; i++) {
+        if (!resolve(dentry, w.found[i], &r))
             return GLOBAL(refuse(job, cgid, op));
         /* A mount under another root (a layer the job can't name) grants
          * and denies nothing; a reachable one must allow the write. */
         if (r.reason == CONFINE_REASON_OUTSIDE_ROOT ||
             (r.reason == CONFINE_REASON_POLICY && (granted(&r, cgid) & CONFINE_FS_WRITE))) {
             scratch_release(r.s);
-            goto next;
+            continue;
         }
         scratch_release(r.s);
-        return GLOBAL(check_path(job, cgid, dentry, vm, op, CONFINE_FS_WRITE));
-next:
-        m = sb_next_mount(sb, m);
+        return GLOBAL(check_path(job, cgid, dentry, w.found[i], op, CONFINE_FS_WRITE));
     }
-    return m ? GLOBAL(refuse(job, cgid, op)) : 0;
+    return 0;
 }
 
 /* Mode, owner and size changes were decided by path_chmod, path_chown,

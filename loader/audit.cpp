@@ -45,6 +45,7 @@ const char* reason_name(uint8_t reason) {
     case CONFINE_REASON_PATH_TOO_LONG: return "path_too_long";
     case CONFINE_REASON_PATH_TOO_DEEP: return "path_too_deep";
     case CONFINE_REASON_OUTSIDE_ROOT: return "outside_root";
+    case CONFINE_REASON_TOO_MANY_MOUNTS: return "too_many_mounts";
     default: return nullptr;
     }
 }
