@@ -53,7 +53,8 @@ struct {
     __uint(pinning, LIBBPF_PIN_BY_NAME);
 } fs_rules SEC(".maps");
 
-/* The access bits the job's rules grant a resolved path. */
+/* The access bits the job's rules grant a resolved path, plus
+ * CONFINE_FS_NOT_GUARD unless the path is a guard entry itself. */
 static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
 {
     struct confine_fs_key *k = &r->s->key;
@@ -80,7 +81,11 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
     k->cgroup_id_lo = (__u32)cgid;
     k->cgroup_id_hi = cgid >> 32;
     access = bpf_map_lookup_elem(&fs_rules, k);
-    return access ? *access : 0;
+    if (!access)
+        return CONFINE_FS_NOT_GUARD;
+    if ((*access & CONFINE_FS_GUARD) && (*access >> CONFINE_FS_KEYLEN_SHIFT) == klen)
+        return *access & 0x7;
+    return (*access & 0x7) | CONFINE_FS_NOT_GUARD;
 }
 
 /* Decides an access needing `need` (CONFINE_FS_*) to the file at
@@ -242,13 +247,26 @@ int BPF_PROG(confine_path_symlink, const struct path *dir, struct dentry *dentry
     return global_entry(dir, dentry, CONFINE_OP_SYMLINK);
 }
 
+/* Moving a directory moves its whole subtree to new paths: neither end may
+ * be a guard (an ancestor of a rule that grants less than write), or
+ * `mv .git g; echo x > g/hooks/pre-commit; mv g .git` would escape the
+ * .git/hooks carve-out. */
 SEC("lsm/path_rename")
 int BPF_PROG(confine_path_rename, const struct path *old_dir, struct dentry *old_dentry,
              const struct path *new_dir, struct dentry *new_dentry, unsigned int flags)
 {
-    int ret = global_entry(old_dir, old_dentry, CONFINE_OP_RENAME);
+    const __u32 need = CONFINE_FS_WRITE | CONFINE_FS_NOT_GUARD;
+    struct confine_job *job;
+    __u64 cgid;
+    int ret;
 
-    return ret ? ret : global_entry(new_dir, new_dentry, CONFINE_OP_RENAME);
+    job = current_job(&cgid);
+    if (!job)
+        return 0;
+    ret = GLOBAL(check_path(job, cgid, old_dentry, BPF_CORE_READ(old_dir, mnt), CONFINE_OP_RENAME, need));
+    if (ret)
+        return ret;
+    return GLOBAL(check_path(job, cgid, new_dentry, BPF_CORE_READ(new_dir, mnt), CONFINE_OP_RENAME, need));
 }
 
 SEC("lsm/path_link")

@@ -16,10 +16,16 @@
  * finds its longest matching rule because no rule is longer. */
 #define CONFINE_RULE_PATH_MAX 248
 
-/* Access bits of a rule (value of the `fs_rules` map). No bit: deny. */
+/* Value of the `fs_rules` map: access bits (no bit: deny), the guard flag,
+ * and the entry's key length in bytes, which tells an exact match. */
 #define CONFINE_FS_READ 0x1u  /* open for read, list */
 #define CONFINE_FS_WRITE 0x2u /* open for write, create, delete, rename, ... */
 #define CONFINE_FS_EXEC 0x4u  /* execve */
+#define CONFINE_FS_GUARD 0x8u /* a less-than-writable rule lies below: no rename */
+#define CONFINE_FS_KEYLEN_SHIFT 16
+/* Synthesized by the lookup, never stored: the path is not a guard entry
+ * itself. A rename needs WRITE | CONFINE_FS_NOT_GUARD at both ends. */
+#define CONFINE_FS_NOT_GUARD 0x10u
 
 struct confine_fs_key {
     __u32 prefixlen; /* bits: 64 for the cgroup id + 8 per path byte */

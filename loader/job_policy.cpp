@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 
 #include <cstring>
+#include <map>
 
 #include "bpf/job.h"
 
@@ -59,10 +60,15 @@ confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep) {
 Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const policy::Compiled& c,
                                      int ring_fd) {
     JobPolicy p(objs, id);
-    for (const policy::FsEntry& e : c.fs) {
-        confine_fs_key k = fs_key(id, e.prefix);
-        uint32_t access = e.access;
-        if (auto r = update(objs, "fs_rules", &k, &access); !r) return fail(r.error());
+    // Guards are entries too, with the access their path has anyway.
+    std::map<std::string, uint32_t> entries;
+    for (const policy::FsEntry& e : c.fs) entries[e.prefix] = e.access;
+    for (const std::string& g : c.guards) entries[g] = policy::access_at(c, g) | CONFINE_FS_GUARD;
+    for (const auto& [prefix, access] : entries) {
+        confine_fs_key k = fs_key(id, prefix);
+        // The key length tells the BPF side an exact match from a prefix one.
+        uint32_t value = access | ((k.prefixlen - 64) / 8) << CONFINE_FS_KEYLEN_SHIFT;
+        if (auto r = update(objs, "fs_rules", &k, &value); !r) return fail(r.error());
         p.fs_keys_.push_back(k);
     }
     auto add_net = [&](const std::vector<policy::Endpoint>& eps, uint32_t op) -> Result<void> {

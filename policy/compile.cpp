@@ -265,11 +265,21 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
         }
     }
 
-    std::vector<std::string> prefixes;
-    for (const Rule& r : rw) prefixes.push_back(r.prefix);
+    std::vector<std::string> prefixes, guards;
+    for (const Rule& r : rw) {
+        prefixes.push_back(r.prefix);
+        if (r.kind == Kind::Write) continue;
+        // Every ancestor of a rule granting less than write is a guard.
+        for (std::string a = r.prefix; a.size() > 1;) {
+            a = a.substr(0, std::max<size_t>(a.rfind('/'), 1));
+            if (a != "/") guards.push_back(a);
+        }
+    }
     prefixes.insert(prefixes.end(), exec.begin(), exec.end());
-    std::sort(prefixes.begin(), prefixes.end());
-    prefixes.erase(std::unique(prefixes.begin(), prefixes.end()), prefixes.end());
+    for (auto* v : {&prefixes, &guards}) {
+        std::sort(v->begin(), v->end());
+        v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
 
     Compiled c;
     for (std::string& prefix : prefixes) {
@@ -294,6 +304,7 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
     c.connect = p.net.connect;
     c.bind = p.net.bind;
     c.exec_allowlist = p.fs.exec.has_value();
+    c.guards = std::move(guards);
     // unix, inet and inet6 always; anything else only when the policy says.
     c.families = (1ull << AF_UNIX) | (1ull << AF_INET) | (1ull << AF_INET6);
     for (int f : p.net.families) c.families |= 1ull << f;
@@ -336,6 +347,13 @@ std::string render(const Compiled& c) {
             fmt::format("{} {} = {}", i ? "," : "", c.env_set[i].first, quote(c.env_set[i].second));
     out += c.env_set.empty() ? "}\n" : " }\n";
     return out;
+}
+
+uint8_t access_at(const Compiled& c, std::string_view path) {
+    const FsEntry* best = nullptr;
+    for (const FsEntry& e : c.fs)
+        if (covers(e.prefix, path) && (!best || e.prefix.size() > best->prefix.size())) best = &e;
+    return best ? best->access : 0;
 }
 
 const std::vector<std::pair<std::string_view, int>>& family_names() {

@@ -92,6 +92,10 @@ struct Compiled {
     Mode mode = Mode::Enforce;
     std::vector<FsEntry> fs;  // sorted by prefix, one entry per distinct prefix
     bool exec_allowlist = false;  // [filesystem] exec given: only it may run
+    // Ancestors of rules that grant less than write. Moving one would carry
+    // that rule's files to paths it doesn't cover, so none can be renamed
+    // (at either end of a rename).
+    std::vector<std::string> guards;
     std::vector<Endpoint> connect, bind;
     uint64_t families = 0;  // bit N: sockets of address family N may be created
     bool user_namespaces = false;
@@ -105,6 +109,9 @@ const std::vector<std::pair<std::string_view, int>>& family_names();
 // Expands variables, resolves symlinks in rule paths (the existing part of
 // each path), and merges the rules by longest-prefix precedence.
 Result<Compiled> compile(const Policy& p, const Vars& vars);
+
+// The access of PATH: the longest entry that is a whole-component prefix.
+uint8_t access_at(const Compiled& c, std::string_view path);
 
 // Human-readable effective policy, for `confine run --print-policy`.
 std::string render(const Compiled& c);

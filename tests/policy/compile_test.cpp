@@ -25,18 +25,6 @@ namespace fs = std::filesystem;
 
 constexpr uint8_t kNone = 0, kRX = kRead | kExec, kRWX = kRead | kWrite | kExec;
 
-// Effective access of PATH under C, the way the BPF side looks it up: the
-// longest entry that is a whole-component prefix of PATH; nothing if none.
-uint8_t access_at(const Compiled& c, std::string_view path) {
-    const FsEntry* best = nullptr;
-    for (const FsEntry& e : c.fs) {
-        bool covers =
-            e.prefix == "/" || (path.starts_with(e.prefix) &&
-                                (path.size() == e.prefix.size() || path[e.prefix.size()] == '/'));
-        if (covers && (!best || e.prefix.size() > best->prefix.size())) best = &e;
-    }
-    return best ? best->access : kNone;
-}
 
 std::vector<std::string> prefixes(const Compiled& c) {
     std::vector<std::string> out;
@@ -468,6 +456,19 @@ TEST(CompileFamilies, FamiliesAlwaysIncludeUnixAndInet) {
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_EQ(c->families, (1ull << AF_UNIX) | (1ull << AF_INET) | (1ull << AF_INET6) | (1ull << AF_NETLINK));
     EXPECT_NE(render(*c).find("families = [\"unix\", \"inet\", \"inet6\", \"netlink\"]"), std::string::npos);
+}
+
+TEST(CompileGuards, AncestorsOfLessThanWritableRulesCannotMove) {
+    Policy p;
+    p.fs.write = {{"/w", {}}};
+    p.fs.deny_write = {{"/w/.git/hooks", {}}};
+    p.fs.deny = {{"/w/a/b/secret", {}}};
+    auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->guards, (std::vector<std::string>{"/w", "/w/.git", "/w/a", "/w/a/b"}));
+    // Guards change no access.
+    EXPECT_EQ(access_at(*c, "/w/.git"), kRead | kWrite | kExec);
+    EXPECT_EQ(access_at(*c, "/w/.git/hooks/x"), kRead | kExec);
 }
 
 }  // namespace
