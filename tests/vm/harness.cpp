@@ -249,6 +249,16 @@ std::string Result::describe() const {
     return ::testing::AssertionSuccess();
 }
 
+Ops parse_ops(const std::string& out) {
+    Ops o;
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);) {
+        if (l.starts_with("pid ")) o.pids.push_back(static_cast<pid_t>(std::stol(l.substr(4))));
+        if (auto arrow = l.find(" -> "); arrow != std::string::npos) o.results[l.substr(0, arrow)] = l.substr(arrow + 4);
+    }
+    return o;
+}
+
 std::string make_policy(const PolicySpec& p) {
     std::vector<std::string> read = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
                                      "/opt", "/proc", "/sys", "/dev/null", "/dev/zero", "/dev/full",

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +62,18 @@ struct RunSpec {
     bool as_user = true;                  // pass --user confinetest
     int keep_fd = -1;                     // an fd >= 3 confine inherits from the test
 };
+
+// `vmhelper netproc` output: the result of each OP ("ok ...", "CALL:ERRNO"),
+// and the pid of each helper process that printed.
+struct Ops {
+    std::vector<pid_t> pids;
+    std::map<std::string, std::string> results;
+    std::string operator[](const std::string& op) const {
+        auto it = results.find(op);
+        return it == results.end() ? "(not run)" : it->second;
+    }
+};
+Ops parse_ops(const std::string& out);
 
 // A policy like the default one (the system readable; {workdir}, {home},
 // {tmp} writable; {user_home} denied) plus these rules.

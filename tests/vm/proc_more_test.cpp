@@ -26,26 +26,6 @@ namespace {
 constexpr auto npos = std::string::npos;
 namespace fs = std::filesystem;
 
-// `vmhelper netproc` output: the result of each OP ("ok ...", "CALL:ERRNO"),
-// and the pid of each helper process that printed.
-struct Ops {
-    std::vector<pid_t> pids;
-    std::map<std::string, std::string> results;
-    std::string operator[](const std::string& op) const {
-        auto it = results.find(op);
-        return it == results.end() ? "(not run)" : it->second;
-    }
-};
-
-Ops parse_ops(const std::string& out) {
-    Ops o;
-    std::istringstream in(out);
-    for (std::string l; std::getline(in, l);) {
-        if (l.starts_with("pid ")) o.pids.push_back(static_cast<pid_t>(std::stol(l.substr(4))));
-        if (auto arrow = l.find(" -> "); arrow != npos) o.results[l.substr(0, arrow)] = l.substr(arrow + 4);
-    }
-    return o;
-}
 
 // r with only the audit lines of process `tgid`.
 Result of_process(const Result& r, pid_t tgid) {
