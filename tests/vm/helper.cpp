@@ -478,6 +478,8 @@ int race(int argc, char** argv) {
 #include <sys/ptrace.h>
 #include <sys/uio.h>
 
+#include "sockaddr.h"
+
 //
 //   vmhelper netproc OP...     runs each OP in turn, in this one process
 //   vmhelper victims N FILE    forks N children that wait for a signal
@@ -568,26 +570,6 @@ uint16_t port_of(const std::string& s) {
 
 pid_t pid_of(const std::string& s) { return s == "ppid" ? getppid() : static_cast<pid_t>(std::stol(s)); }
 
-// ADDR and PORT as a sockaddr; false if ADDR is no IP literal.
-bool inet_addr_of(const std::string& addr, uint16_t port, sockaddr_storage& ss, socklen_t& len) {
-    ss = {};
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    if (inet_pton(AF_INET, addr.c_str(), &sin->sin_addr) == 1) {
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons(port);
-        len = sizeof *sin;
-        return true;
-    }
-    if (inet_pton(AF_INET6, addr.c_str(), &sin6->sin6_addr) == 1) {
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port = htons(port);
-        len = sizeof *sin6;
-        return true;
-    }
-    return false;
-}
-
 socklen_t unix_addr_of(const std::string& name, sockaddr_un& sun) {
     sun = {};
     sun.sun_family = AF_UNIX;
@@ -621,7 +603,7 @@ bool wait_readable(int fd, int timeout_ms) {
 std::string op_connect(const std::vector<std::string>& f) {
     sockaddr_storage ss;
     socklen_t len;
-    if (f.size() != 4 || !inet_addr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    if (f.size() != 4 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
     Fd s(inet_socket(f[1], ss.ss_family));
     if (s.fd < 0) return err("socket");
     if (connect(s.fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return err("connect");
@@ -632,7 +614,7 @@ std::string op_connect(const std::vector<std::string>& f) {
 std::string op_sendto(const std::vector<std::string>& f) {
     sockaddr_storage ss;
     socklen_t len;
-    if (f.size() != 4 || !inet_addr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    if (f.size() != 4 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
     Fd s(socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (s.fd < 0) return err("socket");
     if (f[1] == "udp-unspec") {
@@ -646,7 +628,7 @@ std::string op_sendto(const std::vector<std::string>& f) {
 std::string op_fastopen(const std::vector<std::string>& f) {
     sockaddr_storage ss;
     socklen_t len;
-    if (f.size() != 3 || !inet_addr_of(f[1], port_of(f[2]), ss, len)) return "usage";
+    if (f.size() != 3 || !vmtest::sockaddr_of(f[1], port_of(f[2]), ss, len)) return "usage";
     Fd s(socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (s.fd < 0) return err("socket");
     if (sendto(s.fd, "x", 1, MSG_FASTOPEN, reinterpret_cast<sockaddr*>(&ss), len) != 1) return err("sendto");
@@ -656,7 +638,7 @@ std::string op_fastopen(const std::vector<std::string>& f) {
 std::string op_bind(const std::vector<std::string>& f, bool hold) {
     sockaddr_storage ss;
     socklen_t len;
-    if (f.size() < 4 || !inet_addr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    if (f.size() < 4 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
     int fd = inet_socket(f[1], ss.ss_family);
     if (fd < 0) return err("socket");
     Fd s(fd);
@@ -690,7 +672,7 @@ std::string op_unbind() {
 std::string op_serve(const std::vector<std::string>& f) {
     sockaddr_storage ss;
     socklen_t len;
-    if (f.size() != 4 || !inet_addr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    if (f.size() != 4 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
     bool tcp = f[1] == "tcp";
     Fd srv(inet_socket(f[1], ss.ss_family));
     if (srv.fd < 0) return err("socket");

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "harness.h"
+#include "sockaddr.h"
 
 namespace vmtest {
 namespace {
@@ -56,25 +57,6 @@ std::string with_network(std::string policy, const std::vector<std::string>& bin
 }
 
 // ---- host services ----------------------------------------------------------------
-
-bool sockaddr_of(const std::string& addr, uint16_t port, sockaddr_storage& ss, socklen_t& len) {
-    ss = {};
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    if (inet_pton(AF_INET, addr.c_str(), &sin->sin_addr) == 1) {
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons(port);
-        len = sizeof *sin;
-        return true;
-    }
-    if (inet_pton(AF_INET6, addr.c_str(), &sin6->sin6_addr) == 1) {
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port = htons(port);
-        len = sizeof *sin6;
-        return true;
-    }
-    return false;
-}
 
 // A socket of this (root) process: a TCP or unix stream/seqpacket listener
 // that never accepts on its own, or a UDP or unix datagram socket that never
@@ -151,7 +133,7 @@ std::vector<uint16_t> free_ports(size_t n) {
         for (const char* addr : {"0.0.0.0", "::"})
             for (int type : {SOCK_STREAM, SOCK_DGRAM}) {
                 sockaddr_storage ss;
-                socklen_t len;
+                socklen_t len = 0;
                 sockaddr_of(addr, p, ss, len);
                 int fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0), one = 1;
                 if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
@@ -707,7 +689,7 @@ threading.Event().wait()
 
 bool tcp_reachable(const std::string& addr, uint16_t port) {
     sockaddr_storage ss;
-    socklen_t len;
+    socklen_t len = 0;
     sockaddr_of(addr, port, ss, len);
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     bool ok = connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
