@@ -40,6 +40,7 @@ enum confine_reason {
     CONFINE_REASON_PATH_TOO_DEEP, /* more than CONFINE_PATH_DEPTH components */
     CONFINE_REASON_OUTSIDE_ROOT,  /* not reachable from the task's root */
     CONFINE_REASON_TOO_MANY_MOUNTS, /* the file's filesystem is mounted too often to check */
+    CONFINE_REASON_OWNER_IN_USER_MEMORY, /* a file owner passed by pointer: can't be checked race-free */
 };
 
 enum confine_target_kind {
@@ -49,6 +50,7 @@ enum confine_target_kind {
     CONFINE_TARGET_UNIX,          /* target.path: a unix socket path */
     CONFINE_TARGET_UNIX_ABSTRACT, /* target.path[0..target_len): raw name */
     CONFINE_TARGET_TASK,          /* target.task: another process */
+    CONFINE_TARGET_PGRP,          /* target.task.tgid: a process group */
 };
 
 #define CONFINE_PATH_MAX 4096 /* PATH_MAX */

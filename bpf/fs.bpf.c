@@ -20,6 +20,8 @@
  *                  linking a file the job can't write into its workdir would
  *                  give it a second, writable-tree path to that file.
  *   path_truncate, path_chmod, path_chown - the file must be writable.
+ *   mmap_file, file_mprotect - under an exec list, a file mapped executable
+ *                  must be on it, like a program (the loader, libraries).
  *   inode_setattr (times only: utimes, touch), inode_setxattr,
  *   inode_removexattr - the file must be writable. These hooks get a dentry
  *                  but no mount: the file's path is computed through each
@@ -139,6 +141,22 @@ static __always_inline bool id_map_file(struct file *file)
     return same(name, "uid_map", 8) || same(name, "gid_map", 8) || same(name, "setgroups", 10);
 }
 
+/* Whether code from `file` may run: an exec, or (under an exec list) a
+ * PROT_EXEC mapping. Kernel-internal files pass, but under an exec list a
+ * memfd the job wrote a program into may not run: no path allows it. */
+static __always_inline int check_exec(struct confine_job *job, __u64 cgid, struct vfsmount *mnt,
+                                      struct dentry *dentry)
+{
+    if (internal_mount(mnt)) {
+        if ((job->flags & CONFINE_JOB_EXEC_LIST) && kernel_mount(mnt))
+            return refuse(job, cgid, CONFINE_OP_EXEC);
+        return ALLOW;
+    }
+    if (kernel_override(bpf_get_current_task_btf()))
+        return ALLOW;
+    return check_path(job, cgid, dentry, mnt, CONFINE_OP_EXEC, CONFINE_FS_EXEC);
+}
+
 SEC("lsm_cgroup/file_open")
 int BPF_PROG(confine_file_open, struct file *file)
 {
@@ -154,21 +172,14 @@ int BPF_PROG(confine_file_open, struct file *file)
 
     mnt = BPF_CORE_READ(file, f_path.mnt);
     dentry = BPF_CORE_READ(file, f_path.dentry);
-    fmode = BPF_CORE_READ(file, f_mode);
     flags = BPF_CORE_READ(file, f_flags);
-    if (internal_mount(mnt)) {
-        /* Kernel-internal files pass, but under an exec allowlist a memfd
-         * the job wrote a program into may not run: no path allows it. */
-        if ((flags & __FMODE_EXEC) && (job->flags & CONFINE_JOB_EXEC_LIST) && kernel_mount(mnt))
-            return refuse(job, cgid, CONFINE_OP_EXEC);
-        return ALLOW;
-    }
-    if (kernel_override(bpf_get_current_task_btf()))
+    if (flags & __FMODE_EXEC)
+        return check_exec(job, cgid, mnt, dentry);
+    if (internal_mount(mnt) || kernel_override(bpf_get_current_task_btf()))
         return ALLOW;
     if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
         return ALLOW;
-    if (flags & __FMODE_EXEC)
-        return check_path(job, cgid, dentry, mnt, CONFINE_OP_EXEC, CONFINE_FS_EXEC);
+    fmode = BPF_CORE_READ(file, f_mode);
     /* O_TRUNC truncates even on an O_RDONLY open, after this hook. */
     if ((fmode & FMODE_WRITE) || (flags & O_TRUNC))
         return check_path(job, cgid, dentry, mnt, CONFINE_OP_OPEN_WRITE,
@@ -277,6 +288,68 @@ int BPF_PROG(confine_path_link, struct dentry *old_dentry, const struct path *ne
     int ret = global_entry(new_dir, old_dentry, CONFINE_OP_LINK);
 
     return ret ? ret : global_entry(new_dir, new_dentry, CONFINE_OP_LINK);
+}
+
+/* From include/uapi/asm-generic/mman-common.h and include/linux/mm.h. */
+#define PROT_EXEC 0x4
+#define VM_EXEC 0x4
+
+/* Under an exec list, mapping a file executable runs its code as surely as
+ * execve does: without this, `ld.so ./prog` (the loader reads and maps
+ * prog itself) would run any readable program. Without an exec list, exec
+ * follows read, which the open already decided. */
+static __always_inline struct confine_job *exec_list_job(__u64 *cgid)
+{
+    struct confine_job *job = current_job(cgid);
+
+    return job && (job->flags & CONFINE_JOB_EXEC_LIST) ? job : NULL;
+}
+
+SEC("lsm/mmap_file")
+int BPF_PROG(confine_mmap_file, struct file *file, unsigned long reqprot, unsigned long prot,
+             unsigned long flags)
+{
+    struct confine_job *job;
+    __u64 cgid;
+
+    if (!file || !(prot & PROT_EXEC) || !(job = exec_list_job(&cgid)))
+        return 0;
+    return GLOBAL(check_exec(job, cgid, BPF_CORE_READ(file, f_path.mnt), BPF_CORE_READ(file, f_path.dentry)));
+}
+
+/* Since 6.8 ("fs: store real path instead of fake path in backing file
+ * f_path"; seen on 6.12 and 7.2) overlayfs maps a file through a backing
+ * file whose f_path is the layer's, on a private mount no path leads to; the
+ * path the job used is kept beside it. 6.1 puts the job's path in f_path. */
+struct backing_file___confine {
+    struct path user_path;
+} __attribute__((preserve_access_index));
+
+/* A mapping made without PROT_EXEC and made executable later. */
+SEC("lsm/file_mprotect")
+int BPF_PROG(confine_file_mprotect, struct vm_area_struct *vma, unsigned long reqprot,
+             unsigned long prot)
+{
+    struct file *file = BPF_CORE_READ(vma, vm_file);
+    struct confine_job *job;
+    struct vfsmount *mnt;
+    struct dentry *dentry;
+    struct mount *m;
+    __u64 cgid;
+
+    if (!file || !(prot & PROT_EXEC) || (BPF_CORE_READ(vma, vm_flags) & VM_EXEC) ||
+        !(job = exec_list_job(&cgid)))
+        return 0;
+    mnt = BPF_CORE_READ(file, f_path.mnt);
+    dentry = BPF_CORE_READ(file, f_path.dentry);
+    m = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
+    if (!kernel_mount(mnt) && BPF_CORE_READ(m, mnt_ns) == MNT_NS_INTERNAL) {
+        if (!bpf_core_type_exists(struct backing_file___confine))
+            return GLOBAL(refuse(job, cgid, CONFINE_OP_EXEC));
+        mnt = BPF_CORE_READ((struct backing_file___confine *)file, user_path.mnt);
+        dentry = BPF_CORE_READ((struct backing_file___confine *)file, user_path.dentry);
+    }
+    return GLOBAL(check_exec(job, cgid, mnt, dentry));
 }
 
 SEC("lsm/path_truncate")

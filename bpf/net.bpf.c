@@ -3,8 +3,8 @@
  * Hooks (lsm_cgroup, attached to each job's cgroup):
  *   socket_connect      - connect(2) on TCP and UDP over IPv4 and IPv6
  *                         (v4-mapped IPv6 counts as IPv4): only the policy's
- *                         `connect` destinations and loopback ports the job
- *                         bound itself. Other families are refused.
+ *                         `connect` destinations, and loopback ones, which
+ *                         connect4/6 below decide. Other families are refused.
  *   socket_sendmsg      - the same for sendto/sendmsg with a destination
  *                         (unconnected UDP, TCP Fast Open).
  *   unix_stream_connect - unix stream and seqpacket connect, and
@@ -21,11 +21,13 @@
  *                         refused unless listed.
  *
  * cgroup sock programs (per cgroup, outside the lsm_cgroup slot budget):
+ *   sock_create         - records which job created each TCP/UDP socket.
  *   bind4/6             - bind(2) of TCP/UDP: loopback addresses always (the
  *                         job's own); others only as the policy's `bind`
  *                         rules list them (a rule's port 0: any port).
- *   post_bind4/6, sock_release - keep `job_ports`, the TCP/UDP ports the
- *                         job's sockets are bound to.
+ *   connect4/6, sendmsg4/6 - a loopback destination no rule lists: only if
+ *                         the socket the kernel would deliver to is one of
+ *                         the job's (bpf_sk_lookup_*).
  *
  * The kernel runs socket hooks for the cgroup of the socket's creator
  * (bpf_lsm_find_cgroup_shim picks the socket/sock shim for a first argument
@@ -39,6 +41,8 @@
 #define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
+
+#define BPF_F_CURRENT_NETNS (-1) /* uapi bpf.h; the pinned vmlinux.h lacks it */
 
 /* key: job cgroup id and destination; value: CONFINE_NET_* bits. */
 struct {
@@ -84,68 +88,30 @@ static __always_inline int inet_key(struct confine_net_key *key, struct socket *
     return 0;
 }
 
-/* key: job cgroup id, TCP or UDP, port; value: how many of the job's
- * sockets are bound to that port. Filled by post_bind4/6 and emptied by
- * sock_release, so "the job's own loopback port" is exact while it lasts. */
-struct port_key {
-    __u64 cgroup_id;
-    __u16 kind; /* CONFINE_NET_TCP or CONFINE_NET_UDP */
-    __u16 port;
-    __u32 pad;
-    __u8 addr[16]; /* the bound address, IPv4 v4-mapped */
-};
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, CONFINE_MAX_NET_RULES);
-    __type(key, struct port_key);
-    __type(value, __u32);
-    __uint(pinning, LIBBPF_PIN_BY_NAME);
-} job_ports SEC(".maps");
+/* ::ffff:a.b.c.d; `a` is 8-byte aligned (confine_net_key.addr). */
+static __always_inline bool is_v4_mapped(const __u8 *a)
+{
+    return *(const __u64 *)a == 0 && *(const __u16 *)(a + 8) == 0 && a[10] == 0xff && a[11] == 0xff;
+}
 
 static __always_inline bool is_loopback(const __u8 *a)
 {
-    if (a[10] == 0xff && a[11] == 0xff) /* v4-mapped: 127.0.0.0/8 */
+    if (is_v4_mapped(a)) /* 127.0.0.0/8 */
         return a[12] == 127;
-    /* ::1; `a` is 8-byte aligned (confine_net_key.addr) */
-    return *(const __u64 *)a == 0 && *(const __u64 *)(a + 8) == bpf_cpu_to_be64(1);
+    return *(const __u64 *)a == 0 && *(const __u64 *)(a + 8) == bpf_cpu_to_be64(1); /* ::1 */
 }
 
-/* Whether one of the job's own sockets is bound to this loopback address and
- * port, or to the wildcard address of either family on that port (a socket
- * on [::] also takes IPv4). */
-static __always_inline bool own_port(const struct confine_net_key *key)
+static __always_inline bool rule_allows(const struct confine_net_key *key, __u32 op)
 {
-    struct port_key pk = {.cgroup_id = key->cgroup_id, .kind = key->kind, .port = key->port};
+    __u32 *ops = bpf_map_lookup_elem(&net_rules, key);
 
-    __builtin_memcpy(pk.addr, key->addr, 16);
-    if (bpf_map_lookup_elem(&job_ports, &pk))
-        return true;
-    if (pk.addr[10] == 0xff) { /* v4-mapped: 0.0.0.0 */
-        pk.addr[12] = pk.addr[13] = pk.addr[14] = pk.addr[15] = 0;
-        if (bpf_map_lookup_elem(&job_ports, &pk))
-            return true;
-    }
-    __builtin_memset(pk.addr, 0, 16); /* :: */
-    return bpf_map_lookup_elem(&job_ports, &pk) != NULL;
+    return ops && (*ops & op);
 }
 
-/* Decides a TCP/UDP destination: a `connect` rule, or a loopback port one of
- * the job's own sockets is bound to. `op` names a refusal. */
-static __always_inline int check_inet(struct confine_job *job, struct socket *sock,
-                                      struct sockaddr *address, __u16 family,
-                                      struct confine_net_key *key, __u16 op)
+static __always_inline void report_inet(struct confine_job *job, const struct confine_net_key *key, __u16 op)
 {
-    struct confine_event *e;
-    __u32 *ops;
+    struct confine_event *e = event_reserve(job, key->cgroup_id, op, CONFINE_REASON_POLICY);
 
-    if (inet_key(key, sock, address, family) == 0) {
-        ops = bpf_map_lookup_elem(&net_rules, key);
-        if (ops && (*ops & CONFINE_NET_CONNECT))
-            return ALLOW;
-        if (is_loopback(key->addr) && own_port(key))
-            return ALLOW;
-    }
-    e = event_reserve(job, key->cgroup_id, op, CONFINE_REASON_POLICY);
     if (e) {
         e->target_kind = CONFINE_TARGET_INET;
         __builtin_memcpy(e->target.inet.addr, key->addr, 16);
@@ -153,6 +119,19 @@ static __always_inline int check_inet(struct confine_job *job, struct socket *so
         e->target.inet.proto = key->kind == CONFINE_NET_UDP ? IPPROTO_UDP : IPPROTO_TCP;
         bpf_ringbuf_submit(e, 0);
     }
+}
+
+/* Decides a TCP/UDP destination: a `connect` rule allows it; a loopback
+ * one is left to the connect4/6 and sendmsg4/6 programs below, which see the
+ * socket it would reach. `op` names a refusal. */
+static __always_inline int check_inet(struct confine_job *job, struct socket *sock,
+                                      struct sockaddr *address, __u16 family,
+                                      struct confine_net_key *key, __u16 op)
+{
+    if (inet_key(key, sock, address, family) == 0 &&
+        (rule_allows(key, CONFINE_NET_CONNECT) || is_loopback(key->addr)))
+        return ALLOW;
+    report_inet(job, key, op);
     return verdict(job);
 }
 
@@ -238,59 +217,90 @@ int BPF_PROG(confine_socket_create, int family, int type, int protocol, int kern
     return refuse_family(job, cgid, family, CONFINE_OP_SOCKET) == ALLOW ? 0 : -1 /* EPERM */;
 }
 
-/* `family` is a constant per program: bind4 may not read user_ip6. */
-static __always_inline int check_bind(struct bpf_sock_addr *ctx, __u16 family)
-{
-    struct confine_net_key key = {};
-    struct confine_event *e;
-    struct confine_job *job;
-    __u32 *ops;
+/* ---- cgroup sock programs (per cgroup, no lsm_cgroup slot) ---------------- */
 
-    key.cgroup_id = bpf_get_current_cgroup_id();
-    job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
-    if (!job)
-        return DENY;
+/* The job that created each TCP/UDP socket (its cgroup id), set when the
+ * socket is created and gone with it. */
+struct {
+    __uint(type, BPF_MAP_TYPE_SK_STORAGE);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, int);
+    __type(value, __u64);
+    __uint(pinning, LIBBPF_PIN_BY_NAME);
+} sock_owner SEC(".maps");
+
+SEC("cgroup/sock_create")
+int confine_sock_create(struct bpf_sock *sk)
+{
+    __u64 cgid = bpf_get_current_cgroup_id();
+
+    bpf_sk_storage_get(&sock_owner, sk, &cgid, BPF_SK_STORAGE_GET_F_CREATE);
+    return 1;
+}
+
+/* The job of the socket a sock_addr program runs for: its creator's, which
+ * is also the current task's unless the job passed the socket on. */
+static __always_inline struct confine_job *sock_addr_job(struct bpf_sock_addr *ctx, __u64 *cgid)
+{
+    __u64 *owner = bpf_sk_storage_get(&sock_owner, ctx->sk, 0, 0);
+
+    *cgid = owner ? *owner : bpf_get_current_cgroup_id();
+    return bpf_map_lookup_elem(&jobs, cgid);
+}
+
+/* Fills key->kind/addr/port from a sock_addr context. Returns false for a
+ * protocol other than TCP and UDP. `family` is a constant per program: the
+ * v4 programs may not read user_ip6. */
+static __always_inline bool sock_addr_key(struct bpf_sock_addr *ctx, __u16 family, struct confine_net_key *key)
+{
     if (ctx->protocol == IPPROTO_TCP)
-        key.kind = CONFINE_NET_TCP;
+        key->kind = CONFINE_NET_TCP;
     else if (ctx->protocol == IPPROTO_UDP)
-        key.kind = CONFINE_NET_UDP;
+        key->kind = CONFINE_NET_UDP;
     else
-        return ALLOW; /* raw and other inet sockets: no port to own */
+        return false;
     if (family == AF_INET) {
         __u32 ip4 = ctx->user_ip4;
 
-        key.addr[10] = key.addr[11] = 0xff;
-        __builtin_memcpy(&key.addr[12], &ip4, 4);
+        key->addr[10] = key->addr[11] = 0xff;
+        __builtin_memcpy(&key->addr[12], &ip4, 4);
     } else {
         /* One constant-offset load per word: the verifier refuses
          * computed context offsets. */
         __u32 w0 = ctx->user_ip6[0], w1 = ctx->user_ip6[1], w2 = ctx->user_ip6[2],
               w3 = ctx->user_ip6[3];
 
-        __builtin_memcpy(&key.addr[0], &w0, 4);
-        __builtin_memcpy(&key.addr[4], &w1, 4);
-        __builtin_memcpy(&key.addr[8], &w2, 4);
-        __builtin_memcpy(&key.addr[12], &w3, 4);
+        __builtin_memcpy(&key->addr[0], &w0, 4);
+        __builtin_memcpy(&key->addr[4], &w1, 4);
+        __builtin_memcpy(&key->addr[8], &w2, 4);
+        __builtin_memcpy(&key->addr[12], &w3, 4);
     }
+    key->port = bpf_ntohs(ctx->user_port);
+    return true;
+}
+
+/* bind: loopback addresses always (the job's own); others only as the
+ * policy's `bind` rules list them (a rule's port 0: any port). */
+static __always_inline int check_bind(struct bpf_sock_addr *ctx, __u16 family)
+{
+    struct confine_net_key key = {};
+    struct confine_job *job = sock_addr_job(ctx, &key.cgroup_id);
+    __u16 port;
+
+    if (!job)
+        return DENY;
+    if (!sock_addr_key(ctx, family, &key))
+        return ALLOW; /* raw and other inet sockets: no port to own */
     if (is_loopback(key.addr))
         return ALLOW;
-    key.port = bpf_ntohs(ctx->user_port);
-    ops = bpf_map_lookup_elem(&net_rules, &key);
-    if (ops && (*ops & CONFINE_NET_BIND))
+    port = key.port;
+    key.port = 0;
+    if (rule_allows(&key, CONFINE_NET_BIND))
         return ALLOW;
-    key.port = 0; /* a rule for any port on this address */
-    ops = bpf_map_lookup_elem(&net_rules, &key);
-    if (ops && (*ops & CONFINE_NET_BIND))
+    key.port = port;
+    if (rule_allows(&key, CONFINE_NET_BIND))
         return ALLOW;
-
-    e = event_reserve(job, key.cgroup_id, CONFINE_OP_BIND, CONFINE_REASON_POLICY);
-    if (e) {
-        e->target_kind = CONFINE_TARGET_INET;
-        __builtin_memcpy(e->target.inet.addr, key.addr, 16);
-        e->target.inet.port = bpf_ntohs(ctx->user_port);
-        e->target.inet.proto = key.kind == CONFINE_NET_UDP ? IPPROTO_UDP : IPPROTO_TCP;
-        bpf_ringbuf_submit(e, 0);
-    }
+    report_inet(job, &key, CONFINE_OP_BIND);
     return verdict(job);
 }
 
@@ -306,83 +316,89 @@ int confine_bind6(struct bpf_sock_addr *ctx)
     return check_bind(ctx, AF_INET6);
 }
 
-/* ---- the job's own ports (cgroup sock programs: no LSM slot) ------------- */
-
-/* key: socket cookie; value: the job_ports entry the socket counts in.
- * sock_release can't read a socket's port, but it can name the socket. */
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, CONFINE_MAX_NET_RULES);
-    __type(key, __u64);
-    __type(value, struct port_key);
-    __uint(pinning, LIBBPF_PIN_BY_NAME);
-} bound_socks SEC(".maps");
-
-/* `family` is a constant per program: post_bind4 may not read src_ip6. */
-static __always_inline int record_bind(struct bpf_sock *sk, __u16 family)
+/* Whether the socket a packet to `key` would reach now (a listener or a
+ * bound UDP socket, wildcards included, as the kernel's own lookup finds it)
+ * is one the job created. */
+static __always_inline bool reaches_own_socket(struct bpf_sock_addr *ctx, const struct confine_net_key *key)
 {
-    __u64 cookie = bpf_get_socket_cookie(sk);
-    struct port_key pk = {};
-    __u32 one = 1, *count;
+    struct bpf_sock_tuple t = {};
+    struct bpf_sock *sk;
+    __u32 len;
+    __u64 *owner;
+    bool own;
 
-    if (sk->protocol == IPPROTO_TCP)
-        pk.kind = CONFINE_NET_TCP;
-    else if (sk->protocol == IPPROTO_UDP)
-        pk.kind = CONFINE_NET_UDP;
-    else
-        return 1;
-    pk.cgroup_id = bpf_get_current_cgroup_id();
-    pk.port = sk->src_port;
-    if (family == AF_INET) {
-        __u32 ip4 = sk->src_ip4;
-
-        pk.addr[10] = pk.addr[11] = 0xff;
-        __builtin_memcpy(&pk.addr[12], &ip4, 4);
+    if (is_v4_mapped(key->addr)) { /* the kernel connects these over IPv4 */
+        __builtin_memcpy(&t.ipv4.daddr, &key->addr[12], 4);
+        t.ipv4.dport = bpf_htons(key->port);
+        len = sizeof(t.ipv4);
     } else {
-        __u32 w0 = sk->src_ip6[0], w1 = sk->src_ip6[1], w2 = sk->src_ip6[2], w3 = sk->src_ip6[3];
-
-        __builtin_memcpy(&pk.addr[0], &w0, 4);
-        __builtin_memcpy(&pk.addr[4], &w1, 4);
-        __builtin_memcpy(&pk.addr[8], &w2, 4);
-        __builtin_memcpy(&pk.addr[12], &w3, 4);
+        __builtin_memcpy(t.ipv6.daddr, key->addr, 16);
+        t.ipv6.dport = bpf_htons(key->port);
+        len = sizeof(t.ipv6);
     }
-    if (!bpf_map_lookup_elem(&jobs, &pk.cgroup_id) ||
-        bpf_map_update_elem(&bound_socks, &cookie, &pk, BPF_NOEXIST))
-        return 1;
-    count = bpf_map_lookup_elem(&job_ports, &pk);
-    if (count)
-        __sync_fetch_and_add(count, 1);
+    if (key->kind == CONFINE_NET_TCP)
+        sk = bpf_sk_lookup_tcp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
     else
-        bpf_map_update_elem(&job_ports, &pk, &one, BPF_NOEXIST);
-    return 1;
+        sk = bpf_sk_lookup_udp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
+    if (!sk)
+        return false;
+    owner = bpf_sk_storage_get(&sock_owner, sk, 0, 0);
+    own = owner && *owner == key->cgroup_id;
+    bpf_sk_release(sk);
+    return own;
 }
 
-SEC("cgroup/post_bind4")
-int confine_post_bind4(struct bpf_sock *sk)
+/* connect and sendto to a loopback destination that no `connect` rule
+ * lists (socket_connect/socket_sendmsg let those through): allowed only if
+ * the socket it reaches is the job's. Deciding on the socket itself, not on
+ * what the job once bound, keeps a port the job gave back (close, or
+ * connect(AF_UNSPEC) on an autobound socket) out of reach once another
+ * process holds it. */
+static __always_inline int check_loopback(struct bpf_sock_addr *ctx, __u16 family, __u16 op)
 {
-    return record_bind(sk, AF_INET);
+    struct confine_net_key key = {};
+    struct confine_job *job = sock_addr_job(ctx, &key.cgroup_id);
+
+    if (!job)
+        return DENY;
+    if (!sock_addr_key(ctx, family, &key) || !is_loopback(key.addr) ||
+        rule_allows(&key, CONFINE_NET_CONNECT) || reaches_own_socket(ctx, &key))
+        return ALLOW;
+    report_inet(job, &key, op);
+    return verdict(job);
 }
 
-SEC("cgroup/post_bind6")
-int confine_post_bind6(struct bpf_sock *sk)
+/* TCP Fast Open connects from sendto(MSG_FASTOPEN), with fastopen_req set
+ * for the while: audited as the sendmsg it is, as socket_sendmsg does. */
+static __always_inline __u16 connect_op(struct bpf_sock_addr *ctx)
 {
-    return record_bind(sk, AF_INET6);
+    struct tcp_sock *tp = bpf_skc_to_tcp_sock(ctx->sk);
+
+    return tp && tp->fastopen_req ? CONFINE_OP_SENDMSG : CONFINE_OP_CONNECT;
 }
 
-SEC("cgroup/sock_release")
-int confine_sock_release(struct bpf_sock *sk)
+SEC("cgroup/connect4")
+int confine_connect4(struct bpf_sock_addr *ctx)
 {
-    __u64 cookie = bpf_get_socket_cookie(sk);
-    struct port_key *pk = bpf_map_lookup_elem(&bound_socks, &cookie);
-    __u32 *count;
+    return check_loopback(ctx, AF_INET, connect_op(ctx));
+}
 
-    if (!pk)
-        return 1;
-    count = bpf_map_lookup_elem(&job_ports, pk);
-    if (count && __sync_fetch_and_add(count, -1) <= 1)
-        bpf_map_delete_elem(&job_ports, pk);
-    bpf_map_delete_elem(&bound_socks, &cookie);
-    return 1;
+SEC("cgroup/connect6")
+int confine_connect6(struct bpf_sock_addr *ctx)
+{
+    return check_loopback(ctx, AF_INET6, connect_op(ctx));
+}
+
+SEC("cgroup/sendmsg4")
+int confine_sendmsg4(struct bpf_sock_addr *ctx)
+{
+    return check_loopback(ctx, AF_INET, CONFINE_OP_SENDMSG);
+}
+
+SEC("cgroup/sendmsg6")
+int confine_sendmsg6(struct bpf_sock_addr *ctx)
+{
+    return check_loopback(ctx, AF_INET6, CONFINE_OP_SENDMSG);
 }
 
 /* ---- unix sockets -------------------------------------------------------- */

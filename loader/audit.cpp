@@ -46,6 +46,7 @@ const char* reason_name(uint8_t reason) {
     case CONFINE_REASON_PATH_TOO_DEEP: return "path_too_deep";
     case CONFINE_REASON_OUTSIDE_ROOT: return "outside_root";
     case CONFINE_REASON_TOO_MANY_MOUNTS: return "too_many_mounts";
+    case CONFINE_REASON_OWNER_IN_USER_MEMORY: return "owner_in_user_memory";
     default: return nullptr;
     }
 }
@@ -89,6 +90,8 @@ std::string target(const confine_event& e) {
         return "unix-abstract:" + std::string(e.target.path, std::min<size_t>(e.target_len, sizeof e.target.path));
     case CONFINE_TARGET_TASK:
         return fmt::format("pid:{}", e.target.task.tgid);
+    case CONFINE_TARGET_PGRP:
+        return fmt::format("pgrp:{}", e.target.task.tgid);
     default:
         return "";
     }
@@ -145,9 +148,10 @@ std::string AuditLog::format(const confine_event& e) const {
         e.tgid, e.uid, json_quote(comm), op_name(e.op), json_quote(target(e)), e.denied ? "deny" : "allow",
         audit_mode_ ? "audit" : "enforce");
     if (const char* r = reason_name(e.reason)) line += fmt::format(R"(,"reason":"{}")", r);
-    if (e.target_kind == CONFINE_TARGET_TASK) {
+    if (e.target_kind == CONFINE_TARGET_TASK || e.target_kind == CONFINE_TARGET_PGRP) {
         const auto& t = e.target.task;
-        line += fmt::format(R"(,"target_comm":{})", json_quote({t.comm, strnlen(t.comm, sizeof t.comm)}));
+        if (t.comm[0])
+            line += fmt::format(R"(,"target_comm":{})", json_quote({t.comm, strnlen(t.comm, sizeof t.comm)}));
         if (e.op == CONFINE_OP_SIGNAL) line += fmt::format(R"(,"signal":{})", t.signal);
     }
     if (e.target_kind == CONFINE_TARGET_NONE &&

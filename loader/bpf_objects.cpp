@@ -44,7 +44,7 @@ const Feature kFeatures[] = {
     {"net", net_bpf__elf_bytes},
     {"proc", proc_bpf__elf_bytes},
 };
-const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules", "job_ports", "bound_socks"};
+const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules"};
 
 // Pins are per build: objects from another confine version keep serving
 // their own jobs and never meet this build's maps.
@@ -74,21 +74,36 @@ Error with_log(Error e) {
 
 // A program named NAME_pre_6_3 stands in for NAME on kernels before 6.3,
 // whose hooks lack the struct mnt_idmap argument; exactly one of the two
-// loads. Returns whether `prog` belongs on this kernel.
+// loads.
 constexpr std::string_view kPre63 = "_pre_6_3";
 
+// Hooks that only newer kernels have, each with the program that covers
+// its path on older ones.
+struct OptionalHook {
+    std::string_view program, btf_func;
+};
+constexpr OptionalHook kOptionalHooks[] = {
+    // 6.8 (f1bb47a31dff) split compat ioctls off file_ioctl.
+    {"confine_file_ioctl_compat", "bpf_lsm_file_ioctl_compat"},
+};
+
+bool kernel_has(const char* name, int kind) {
+    btf* vmlinux = btf__load_vmlinux_btf();
+    bool found = vmlinux && btf__find_by_name_kind(vmlinux, name, kind) >= 0;
+    btf__free(vmlinux);
+    return found;
+}
+
 bool kernel_has_mnt_idmap() {
-    static const bool has = [] {
-        btf* vmlinux = btf__load_vmlinux_btf();
-        bool found = vmlinux && btf__find_by_name_kind(vmlinux, "mnt_idmap", BTF_KIND_STRUCT) >= 0;
-        btf__free(vmlinux);
-        return found;
-    }();
+    static const bool has = kernel_has("mnt_idmap", BTF_KIND_STRUCT);
     return has;
 }
 
+// Whether `prog` belongs on this kernel.
 bool belongs_here(bpf_object* obj, bpf_program* prog) {
     std::string_view name = bpf_program__name(prog);
+    for (const OptionalHook& h : kOptionalHooks)
+        if (name == h.program) return kernel_has(std::string(h.btf_func).c_str(), BTF_KIND_FUNC);
     if (name.ends_with(kPre63)) return !kernel_has_mnt_idmap();
     std::string pre = std::string(name) + std::string(kPre63);
     return !bpf_object__find_program_by_name(obj, pre.c_str()) || kernel_has_mnt_idmap();

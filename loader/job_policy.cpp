@@ -108,33 +108,7 @@ JobPolicy::JobPolicy(JobPolicy&& o) noexcept
     o.net_keys_.clear();
 }
 
-// Deletes every entry of `map` whose key or value starts with the cgroup id
-// (the port maps, which the kernel fills while the job runs).
-static void sweep(int map, uint64_t id, bool by_value) {
-    std::vector<char> key(256), next(256), value(256);
-    bool first = true;
-    std::vector<std::vector<char>> doomed;
-    while (bpf_map_get_next_key(map, first ? nullptr : key.data(), next.data()) == 0) {
-        first = false;
-        key = next;
-        uint64_t owner = 0;
-        if (by_value) {
-            if (bpf_map_lookup_elem(map, key.data(), value.data()) != 0) continue;
-            memcpy(&owner, value.data(), sizeof owner);
-        } else {
-            memcpy(&owner, key.data(), sizeof owner);
-        }
-        if (owner == id) doomed.push_back(key);
-    }
-    for (auto& k : doomed) bpf_map_delete_elem(map, k.data());
-}
-
 JobPolicy::~JobPolicy() {
-    if (job_) {
-        // Normally sock_release empties these as the job's sockets close.
-        sweep(objs_->map_fd("job_ports"), id_, false);
-        sweep(objs_->map_fd("bound_socks"), id_, true);
-    }
     if (job_) bpf_map_delete_elem(objs_->map_fd("jobs"), &id_);
     if (ring_) bpf_map_delete_elem(objs_->map_fd("rings"), &id_);
     for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd("fs_rules"), &k);

@@ -91,6 +91,22 @@ TEST(AuditFormat, SignalsNameTheirTarget) {
     EXPECT_NE(line.find(R"("target_comm":"sleep","signal":15)"), std::string::npos) << line;
 }
 
+TEST(AuditFormat, FileOwnersNameAProcessGroupOrSayWhyNot) {
+    confine_event e = event(CONFINE_OP_SIGNAL);
+    e.target_kind = CONFINE_TARGET_PGRP;
+    e.target.task.tgid = 42;
+    e.target.task.signal = 29;
+    std::string line = format(e);
+    EXPECT_NE(line.find(R"("target":"pgrp:42")"), std::string::npos) << line;
+    EXPECT_NE(line.find(R"("signal":29)"), std::string::npos) << line;
+    EXPECT_EQ(line.find("target_comm"), std::string::npos) << line;
+    e = event(CONFINE_OP_SIGNAL);
+    e.reason = CONFINE_REASON_OWNER_IN_USER_MEMORY;
+    line = format(e);
+    EXPECT_NE(line.find(R"("target":"","verdict":"deny")"), std::string::npos) << line;
+    EXPECT_NE(line.find(R"("reason":"owner_in_user_memory")"), std::string::npos) << line;
+}
+
 TEST(JsonQuote, EscapesQuotesControlsAndStrayBytesButKeepsUtf8) {
     EXPECT_EQ(json_quote("a\"b\\c"), R"("a\"b\\c")");
     EXPECT_EQ(json_quote("tab\tnl\n"), R"("tab\u0009nl\u000a")");

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "harness.h"
@@ -513,17 +514,16 @@ std::vector<std::string> exec_list() {
     return out;
 }
 
-// BUG (see the report of issue #3): execve of a dynamically linked program
-// makes the kernel open its ELF interpreter (ld-linux) as an exec too
-// (open_exec in load_elf_binary, __FMODE_EXEC), so an exec list that names
-// programs but not the loader runs nothing, not even sh: confine refuses
-// /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 and the job never starts.
-// Known gap (issue #3), kept as a disabled repro: the kernel opens a
-// program's ELF interpreter for exec too, so an exec list must name the
-// dynamic loader; the compiler doesn't add it, because that alone would
-// widen the bypass below.
-TEST_F(FsOpsTest, DISABLED_ExecListAllowsOnlyItsPrograms) {
-    const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), exec_list());
+// What every dynamically linked program maps executable: the loader and
+// the shared libraries, all in one directory here.
+std::string runtime_dir() { return fs::canonical("/lib64/ld-linux-x86-64.so.2").parent_path().string(); }
+
+// An exec list names where code may come from, so it names the runtime too,
+// as systemd's ExecPaths= does.
+TEST_F(FsOpsTest, ExecListAllowsOnlyItsPrograms) {
+    std::vector<std::string> list = exec_list();
+    list.push_back(runtime_dir());
+    const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), list);
     const std::string cmd = "/usr/bin/true && echo true-ran; /usr/bin/ls / >/dev/null && echo ls-ran; true";
     Result control = run_unconfined(cmd);
     ASSERT_EQ(control.out, "true-ran\nls-ran\n") << control.describe();
@@ -536,12 +536,30 @@ TEST_F(FsOpsTest, DISABLED_ExecListAllowsOnlyItsPrograms) {
     EXPECT_EQ(r.audit.size(), 1u) << r.describe();
 }
 
+// The kernel maps a program's loader, and the loader its libraries, with
+// PROT_EXEC: each must be on the list, or the program doesn't start.
+TEST_F(FsOpsTest, ExecListCoversTheLibrariesAProgramMaps) {
+    const std::string loader = fs::canonical("/lib64/ld-linux-x86-64.so.2").string();
+    std::vector<std::string> list = exec_list();
+    list.push_back(loader);
+    const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), list);
+    const std::string cmd = "echo sh-ran";
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.out, "sh-ran\n") << control.describe();
+
+    Result r = run_confined(policy, cmd);
+    EXPECT_EQ(r.status, 127) << r.describe();
+    EXPECT_EQ(r.out, "") << r.describe();
+    EXPECT_NE(r.err.find("libc.so.6"), npos) << r.describe();
+    EXPECT_DENIAL(r, "exec", fs::canonical(runtime_dir() + "/libc.so.6").string(), "sh");
+    EXPECT_EQ(r.audit.size(), 1u) << r.describe();
+}
+
 TEST_F(FsOpsTest, ExecListDeniesUnlistedInterpreters) {
     // The list plus the workdir, so that the scripts themselves may run, and
-    // the dynamic loader, which the kernel opens as an exec for every
-    // dynamically linked program (see ExecListAllowsOnlyItsPrograms).
+    // the runtime (see ExecListAllowsOnlyItsPrograms).
     std::vector<std::string> list = exec_list();
-    list.push_back(fs::canonical("/lib64/ld-linux-x86-64.so.2").string());
+    list.push_back(runtime_dir());
     list.push_back("{workdir}");
     const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), list);
     write_file(work() + "/script.pl", "#!/usr/bin/perl\nprint \"perl-ran\\n\";\n", 0755);
@@ -590,16 +608,10 @@ TEST_F(FsOpsTest, WithoutAnExecListExecFollowsRead) {
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
 }
 
-// BUG (see the report of issue #3): the exec list is decided only where the
-// kernel opens a file for exec. The dynamic loader maps any readable file
-// executable with a plain open and mmap, so a listed loader runs every
-// program the job can read, its own included, and a memfd too (which the
-// exec list otherwise refuses, FsTest.ExecAllowlistCoversMemfds).
-// Known gap (issue #3), kept as a disabled repro: `ld.so ./prog` maps the
-// program with a plain open and mmap, which the exec list doesn't see. The
-// fix is an mmap_file/file_mprotect check of PROT_EXEC against the exec bit
-// (an lsm_cgroup slot on a hot hook, gated on the job having an exec list).
-TEST_F(FsOpsTest, DISABLED_ExecListCannotBeBypassedThroughTheDynamicLoader) {
+// The dynamic loader runs a program it is given as an argument by reading
+// and mapping it itself, a memfd included; under an exec list, the mapping
+// is refused unless the program is listed.
+TEST_F(FsOpsTest, ExecListCannotBeBypassedThroughTheDynamicLoader) {
     const std::string loader = fs::canonical("/lib64/ld-linux-x86-64.so.2").string();
     // The contract's own example list.
     const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), {"/usr", "/bin"});
@@ -614,15 +626,23 @@ TEST_F(FsOpsTest, DISABLED_ExecListCannotBeBypassedThroughTheDynamicLoader) {
         ~Unlink() { unlink(path.c_str()); }
     } unlink_helper{helper};
     const std::string cmd = fmt::format(
-        "./true-copy && echo copy-ran; {0} ./true-copy && echo loader-ran; {1} fsops 'memfd-loader {0} ./true-copy'",
+        "./true-copy && echo copy-ran; {0} ./true-copy && echo loader-ran; "
+        "{1} fsops 'memfd-loader {0} ./true-copy' 'mprotect-exec ./true-copy'",
         loader, helper);
 
     Result control = run_unconfined(cmd);
-    ASSERT_EQ(control.out, "copy-ran\nloader-ran\n0 ok\n") << control.describe();
+    ASSERT_EQ(control.out, "copy-ran\nloader-ran\n0 ok\n1 ok\n") << control.describe();
 
     Result r = run_confined(policy, cmd);
     EXPECT_EQ(r.status, 0) << r.describe();
-    EXPECT_DENIAL(r, "exec", work() + "/true-copy", "sh");
+    // The exec, the loader's mapping of the file, and of the memfd.
+    std::multiset<std::string> denials;
+    for (const auto& l : r.audit) denials.insert(l.str("op").value_or("") + " " + l.str("target").value_or("") + " " + l.str("comm").value_or(""));
+    EXPECT_EQ(denials, (std::multiset<std::string>{"exec " + work() + "/true-copy sh",
+                                                   "exec " + work() + "/true-copy ld-linux-x86-64",
+                                                   "exec  ld-linux-x86-64",
+                                                   "exec " + work() + "/true-copy op1"}))
+        << r.describe();
     EXPECT_EQ(r.out.find("copy-ran"), npos) << r.describe();
     EXPECT_EQ(r.out.find("loader-ran"), npos) << "a program outside the exec list ran through the loader\n"
                                                 << r.describe();

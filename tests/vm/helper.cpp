@@ -119,6 +119,7 @@ int connect_unix(const char* name, bool abstract) {
 //   uring-open PATH inline|async|sqpoll   IORING_OP_OPENAT, then read
 //   memfd-loader LOADER PROGRAM   copy PROGRAM into a memfd and run it as
 //                              `LOADER /proc/self/fd/N`: "ok" if it exited 0
+//   mprotect-exec PATH         map PATH read-only, then mprotect it PROT_EXEC
 // fsrace: a child swaps the symlink LINK between targets A and B (symlink
 // to LINK.tmp, rename over LINK) while this process opens and reads
 // READPATH (LINK or a path through it) for SECONDS. Prints one line per
@@ -413,6 +414,17 @@ std::string run_op(const std::vector<std::string>& a) {
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "ok";
         return "exit" + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     }
+    if (op == "mprotect-exec" && a.size() == 2) {
+        int fd = open(p(1), O_RDONLY);
+        if (fd < 0) return "open-" + err(errno);
+        void* m = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED) return "mmap-" + err(errno);
+        int rc = mprotect(m, 4096, PROT_READ | PROT_EXEC);
+        int e = errno;
+        munmap(m, 4096);
+        return rc == 0 ? "ok" : err(e);
+    }
     return "usage";
 }
 
@@ -475,6 +487,7 @@ int race(int argc, char** argv) {
 #include <net/ethernet.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
 
@@ -512,8 +525,11 @@ int race(int argc, char** argv) {
 //   vmread,PID,HEXADDR         process_vm_readv; ok if it reads the victims' secret
 //   open,PATH[,NEEDLE]         open O_RDONLY and read; ok if NEEDLE is in it
 //   readlink,PATH | kill,PID,SIG
-//   sigio,PID,SIG              a pipe owned (F_SETOWN) by PID, F_SETSIG SIG,
-//                              O_ASYNC, then a write: the kernel signals PID
+//   sigio,OWNER,SIG[,HOW]      a socket owned by OWNER (a PID, -PGRP or
+//                              self), F_SETSIG SIG, O_ASYNC, then a write to
+//                              its peer: the kernel signals OWNER. HOW sets
+//                              the owner: setown (default), setown_ex or
+//                              fiosetown. For self, ok only if SIG arrived.
 //   ownchild                   fork a child, then ptrace it, read its environ
 //                              and memory, and kill it
 //   userns,clone|clone3|unshare    a new user namespace
@@ -821,15 +837,29 @@ std::string op_readlink(const std::string& path) {
     return "ok " + std::string(buf, n);
 }
 
-std::string op_sigio(pid_t pid, int sig) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return err("pipe");
-    Fd r(p[0]), w(p[1]);
-    if (fcntl(r.fd, F_SETOWN, pid) != 0) return err("F_SETOWN");
+volatile sig_atomic_t g_sigio_seen = 0;
+
+std::string op_sigio(const std::string& owner, int sig, const std::string& how) {
+    const bool self = owner == "self";
+    const pid_t who = self ? getpid() : static_cast<pid_t>(std::stol(owner));
+    if (self) signal(sig, [](int) { g_sigio_seen = 1; });
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return err("socketpair");
+    Fd r(sv[0]), w(sv[1]);
+    if (how == "setown") {
+        if (fcntl(r.fd, F_SETOWN, who) != 0) return err("F_SETOWN");
+    } else if (how == "setown_ex") {
+        f_owner_ex ex{who < 0 ? F_OWNER_PGRP : F_OWNER_PID, who < 0 ? -who : who};
+        if (fcntl(r.fd, F_SETOWN_EX, &ex) != 0) return err("F_SETOWN_EX");
+    } else if (how == "fiosetown") {
+        if (ioctl(r.fd, FIOSETOWN, &who) != 0) return err("FIOSETOWN");
+    } else {
+        return "bad-how";
+    }
     if (fcntl(r.fd, F_SETSIG, sig) != 0) return err("F_SETSIG");
     if (fcntl(r.fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0) return err("F_SETFL");
     if (write(w.fd, "x", 1) != 1) return err("write");
-    return "ok";
+    return !self || g_sigio_seen ? "ok" : "nosignal";
 }
 
 std::string op_ownchild() {
@@ -911,7 +941,8 @@ std::string run_op(const std::string& op) {
         if (name == "readlink" && f.size() == 2) return op_readlink(f[1]);
         if (name == "kill" && f.size() == 3)
             return kill(pid_of(f[1]), std::stoi(f[2])) == 0 ? "ok" : err("kill");
-        if (name == "sigio" && f.size() == 3) return op_sigio(pid_of(f[1]), std::stoi(f[2]));
+        if (name == "sigio" && (f.size() == 3 || f.size() == 4))
+            return op_sigio(f[1], std::stoi(f[2]), f.size() == 4 ? f[3] : "setown");
         if (name == "ownchild") return op_ownchild();
         if (name == "userns" && f.size() == 2) return op_userns(f[1]);
         if (name == "bpf") return op_bpf();

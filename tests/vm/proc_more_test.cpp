@@ -277,24 +277,45 @@ TEST_F(ProcMoreTest, ARootJobCannotSignalConfineOrRootProcesses) {
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
 }
 
-// F_SETOWN names any process as a file's owner; the kernel then signals it
-// (send_sigio: SIGIO, or any signal F_SETSIG picks) without kill(2)'s path.
-// Known gap (issue #4), kept as a disabled repro: SIGIO/SIGURG to an owner
-// set with F_SETOWN go through file_send_sigiotask, not task_kill. The fix
-// refuses setting an owner outside the job (file_fcntl / file_set_fowner).
-TEST_F(ProcMoreTest, DISABLED_SigioCannotSignalOutsideTheJob) {
-    Victims v = start_victims(2);
-    ASSERT_EQ(v.pids.size(), 2u);
-    const std::string control_op = fmt::format("sigio,{},15", v.pids[0]), op = fmt::format("sigio,{},15", v.pids[1]);
+// F_SETOWN names any process or process group as a file's owner; the
+// kernel then signals it (send_sigio: SIGIO, or any signal F_SETSIG picks)
+// without kill(2)'s path. A job may own files itself; naming an outsider is
+// refused, and so are the ways that pass the owner through user memory.
+TEST_F(ProcMoreTest, SigioCannotSignalOutsideTheJob) {
+    Victims v = start_victims(4);
+    ASSERT_EQ(v.pids.size(), 4u);
+    Victims group = start_victims(1);
+    ASSERT_EQ(group.pids.size(), 1u);
+    const pid_t pgrp = getpgid(group.pids[0]);
+    ASSERT_GT(pgrp, 0);
+    auto op = [](auto owner, const char* how) { return fmt::format("sigio,{},15,{}", owner, how); };
+    // Each attempt on a victim of its own: the control kills the first.
+    const std::vector<std::string> outside = {op(v.pids[1], "setown"), op(-pgrp, "setown"),
+                                              op(v.pids[2], "setown_ex"), op(v.pids[3], "fiosetown")};
+    const std::string self = "sigio,self,10";
 
-    Result control = run_unconfined("./vmhelper netproc " + control_op);
-    ASSERT_EQ(parse_ops(control.out)[control_op], "ok") << control.describe();
+    Result control = run_unconfined("./vmhelper netproc " + op(v.pids[0], "setown") + " " + self);
+    ASSERT_EQ(parse_ops(control.out)[op(v.pids[0], "setown")], "ok") << control.describe();
+    ASSERT_EQ(parse_ops(control.out)[self], "ok") << control.describe();
     ASSERT_TRUE(wait_until([&] { return !alive(v.pids[0]); }, 10)) << "unconfined, SIGIO's signal did not kill";
 
-    Result r = run_confined("", "./vmhelper netproc " + op);
-    // The write that raises the signal returns after it is sent.
-    EXPECT_TRUE(alive(v.pids[1])) << "the job killed a process outside it through F_SETOWN";
+    std::string cmd = "./vmhelper netproc " + self;
+    for (const auto& o : outside) cmd += " " + o;
+    Result r = run_confined("", cmd);
+    Ops o = parse_ops(r.out);
+    EXPECT_EQ(o[self], "ok") << "a job's own SIGIO must work\n" << r.describe();
+    EXPECT_EQ(o[outside[0]], "F_SETOWN:EPERM") << r.describe();
+    EXPECT_EQ(o[outside[1]], "F_SETOWN:EPERM") << r.describe();
+    EXPECT_EQ(o[outside[2]], "F_SETOWN_EX:EPERM") << r.describe();
+    EXPECT_EQ(o[outside[3]], "FIOSETOWN:EPERM") << r.describe();
+    for (int i = 1; i < 4; i++) EXPECT_TRUE(alive(v.pids[i])) << "the job killed a process outside it via SIGIO";
+    EXPECT_TRUE(alive(group.pids[0])) << "the job killed a process group outside it via SIGIO";
     EXPECT_DENIAL(r, "signal", fmt::format("pid:{}", v.pids[1]), "vmhelper");
+    EXPECT_DENIAL(r, "signal", fmt::format("pgrp:{}", pgrp), "vmhelper");
+    int unverifiable = 0;
+    for (const auto& l : r.audit) unverifiable += l.str("reason") == "owner_in_user_memory";
+    EXPECT_EQ(unverifiable, 2) << r.describe();
+    EXPECT_EQ(r.audit.size(), 4u) << r.describe();
 }
 
 // ---- the job's cgroup and bpf() ---------------------------------------------------------
