@@ -91,19 +91,24 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
 }
 
 /* Decides an access needing `need` (CONFINE_FS_*) to the file at
- * (dentry, mnt), reporting a refusal as `op`. */
-static __always_inline int check_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
-                                      struct vfsmount *mnt, __u16 op, __u32 need)
+ * (dentry, mnt), reporting a refusal as `op`. Sets *bits to what the rules
+ * grant the path, or 0 if the walk failed closed. */
+static __always_inline int decide_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
+                                       struct vfsmount *mnt, __u16 op, __u32 need, __u32 *bits)
 {
     struct confine_event *e;
     struct resolved r;
     int ret;
 
+    *bits = 0;
     if (!resolve(dentry, mnt, &r))
         return refuse(job, cgid, op);
-    if (r.reason == CONFINE_REASON_POLICY && (granted(&r, cgid) & need) == need) {
-        scratch_release(r.s);
-        return ALLOW;
+    if (r.reason == CONFINE_REASON_POLICY) {
+        *bits = granted(&r, cgid);
+        if ((*bits & need) == need) {
+            scratch_release(r.s);
+            return ALLOW;
+        }
     }
     ret = verdict(job);
     e = event_reserve(job, cgid, op, r.reason);
@@ -112,6 +117,122 @@ static __always_inline int check_path(struct confine_job *job, __u64 cgid, struc
         bpf_ringbuf_submit(e, 0);
     }
     scratch_release(r.s);
+    return ret;
+}
+
+static __always_inline int check_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
+                                      struct vfsmount *mnt, __u16 op, __u32 need)
+{
+    __u32 bits;
+
+    return decide_path(job, cgid, dentry, mnt, op, need, &bits);
+}
+
+/* ---- the decision cache -------------------------------------------------- */
+
+/* A decision depends on the file's path, which is fixed by (dentry, mount)
+ * until a rename moves a dentry or the mount tree changes, and on the task's
+ * root. So a decision is kept on the inode, tagged with all of those and
+ * with the kernel's own change counters for both trees: rename_lock's
+ * sequence (every d_move) and mount_lock's (every mount tree change), plus
+ * `fs_gen`, which path_rename and path_link bump (64 bits: no wrap-around
+ * to an old tag). A file with several hard links has several paths for one
+ * inode and is never cached. See docs/design.md, "The decision cache". */
+extern const void rename_lock __ksym __weak;
+extern const void mount_lock __ksym __weak;
+
+#define CACHE_SLOTS 4 /* decisions per inode, one per job (cgroup id % 4) */
+#define CACHE_BITS 0x1full /* CONFINE_FS_READ | WRITE | EXEC | NOT_GUARD */
+
+struct fs_cache {
+    __u64 slot[CACHE_SLOTS]; /* tag | granted bits; 0: empty */
+};
+struct {
+    __uint(type, BPF_MAP_TYPE_INODE_STORAGE);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, int);
+    __type(value, struct fs_cache);
+} fs_cache SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u64);
+} fs_gen SEC(".maps");
+
+static __always_inline void fs_gen_bump(void)
+{
+    __u32 zero = 0;
+    __u64 *gen = bpf_map_lookup_elem(&fs_gen, &zero);
+
+    if (gen)
+        __sync_fetch_and_add(gen, 1);
+}
+
+/* A seqlock's sequence (its first word); odd while a writer is in, and odd
+ * too when the kernel has no such symbol, which disables the cache. */
+static __always_inline __u32 seq_of(const void *lock)
+{
+    __u32 seq = 1;
+
+    if (lock)
+        bpf_probe_read_kernel(&seq, sizeof(seq), lock);
+    return seq;
+}
+
+static __always_inline __u64 mix(__u64 h, __u64 v)
+{
+    h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 31);
+}
+
+/* What a decision for job `cgid` on (dentry, mnt) depends on, or 0 if a
+ * rename or mount change is under way. */
+static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct vfsmount *mnt)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    __u32 rs = seq_of(&rename_lock), ms = seq_of(&mount_lock), zero = 0;
+    __u64 *gen = bpf_map_lookup_elem(&fs_gen, &zero), h;
+
+    if (((rs | ms) & 1) || !gen)
+        return 0;
+    h = mix(cgid, (__u64)dentry);
+    h = mix(h, (__u64)mnt);
+    h = mix(h, (__u64)BPF_CORE_READ(task, fs, root.dentry));
+    h = mix(h, (__u64)BPF_CORE_READ(task, fs, root.mnt));
+    h = mix(h, ((__u64)rs << 32) | ms);
+    h = mix(h, *gen);
+    return h & ~CACHE_BITS;
+}
+
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
+
+/* check_path for an open file, through the cache: `file` must be a BTF
+ * pointer (a hook argument), for its inode's storage. */
+static __always_inline int check_file(struct confine_job *job, __u64 cgid, struct file *file,
+                                      struct dentry *dentry, struct vfsmount *mnt, __u16 op, __u32 need)
+{
+    struct inode *inode = file->f_inode;
+    struct fs_cache *c = NULL;
+    __u64 tag = 0, v;
+    __u32 bits;
+    int ret;
+
+    if (inode && ((BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR || BPF_CORE_READ(inode, i_nlink) <= 1))
+        tag = cache_tag(cgid, dentry, mnt);
+    if (tag)
+        c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (c) {
+        v = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
+        if ((v & ~CACHE_BITS) == tag && (v & need) == need)
+            return ALLOW;
+    }
+    ret = decide_path(job, cgid, dentry, mnt, op, need, &bits);
+    /* Kept only if nothing moved while we walked. */
+    if (c && bits && cache_tag(cgid, dentry, mnt) == tag)
+        *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)] = tag | bits;
     return ret;
 }
 
@@ -144,8 +265,8 @@ static __always_inline bool id_map_file(struct file *file)
 /* Whether code from `file` may run: an exec, or (under an exec list) a
  * PROT_EXEC mapping. Kernel-internal files pass, but under an exec list a
  * memfd the job wrote a program into may not run: no path allows it. */
-static __always_inline int check_exec(struct confine_job *job, __u64 cgid, struct vfsmount *mnt,
-                                      struct dentry *dentry)
+static __always_inline int check_exec(struct confine_job *job, __u64 cgid, struct file *file,
+                                      struct vfsmount *mnt, struct dentry *dentry)
 {
     if (internal_mount(mnt)) {
         if ((job->flags & CONFINE_JOB_EXEC_LIST) && kernel_mount(mnt))
@@ -154,6 +275,8 @@ static __always_inline int check_exec(struct confine_job *job, __u64 cgid, struc
     }
     if (kernel_override(bpf_get_current_task_btf()))
         return ALLOW;
+    if (file)
+        return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_EXEC, CONFINE_FS_EXEC);
     return check_path(job, cgid, dentry, mnt, CONFINE_OP_EXEC, CONFINE_FS_EXEC);
 }
 
@@ -174,7 +297,7 @@ int BPF_PROG(confine_file_open, struct file *file)
     dentry = BPF_CORE_READ(file, f_path.dentry);
     flags = BPF_CORE_READ(file, f_flags);
     if (flags & __FMODE_EXEC)
-        return check_exec(job, cgid, mnt, dentry);
+        return check_exec(job, cgid, file, mnt, dentry);
     if (internal_mount(mnt) || kernel_override(bpf_get_current_task_btf()))
         return ALLOW;
     if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
@@ -182,9 +305,9 @@ int BPF_PROG(confine_file_open, struct file *file)
     fmode = BPF_CORE_READ(file, f_mode);
     /* O_TRUNC truncates even on an O_RDONLY open, after this hook. */
     if ((fmode & FMODE_WRITE) || (flags & O_TRUNC))
-        return check_path(job, cgid, dentry, mnt, CONFINE_OP_OPEN_WRITE,
+        return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_WRITE,
                           CONFINE_FS_READ | CONFINE_FS_WRITE);
-    return check_path(job, cgid, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_READ);
+    return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_READ);
 }
 
 SEC("lsm_cgroup/path_mknod")
@@ -271,6 +394,7 @@ int BPF_PROG(confine_path_rename, const struct path *old_dir, struct dentry *old
     __u64 cgid;
     int ret;
 
+    fs_gen_bump(); /* any task's rename: see the decision cache */
     job = current_job(&cgid);
     if (!job)
         return 0;
@@ -285,7 +409,10 @@ int BPF_PROG(confine_path_link, struct dentry *old_dentry, const struct path *ne
              struct dentry *new_dentry)
 {
     /* Hard links never cross mounts, so the source is on new_dir's mount. */
-    int ret = global_entry(new_dir, old_dentry, CONFINE_OP_LINK);
+    int ret;
+
+    fs_gen_bump(); /* any task's link: see the decision cache */
+    ret = global_entry(new_dir, old_dentry, CONFINE_OP_LINK);
 
     return ret ? ret : global_entry(new_dir, new_dentry, CONFINE_OP_LINK);
 }
@@ -314,7 +441,7 @@ int BPF_PROG(confine_mmap_file, struct file *file, unsigned long reqprot, unsign
 
     if (!file || !(prot & PROT_EXEC) || !(job = exec_list_job(&cgid)))
         return 0;
-    return GLOBAL(check_exec(job, cgid, BPF_CORE_READ(file, f_path.mnt), BPF_CORE_READ(file, f_path.dentry)));
+    return GLOBAL(check_exec(job, cgid, file, BPF_CORE_READ(file, f_path.mnt), BPF_CORE_READ(file, f_path.dentry)));
 }
 
 /* Since 6.8 ("fs: store real path instead of fake path in backing file
@@ -349,7 +476,7 @@ int BPF_PROG(confine_file_mprotect, struct vm_area_struct *vma, unsigned long re
         mnt = BPF_CORE_READ((struct backing_file___confine *)file, user_path.mnt);
         dentry = BPF_CORE_READ((struct backing_file___confine *)file, user_path.dentry);
     }
-    return GLOBAL(check_exec(job, cgid, mnt, dentry));
+    return GLOBAL(check_exec(job, cgid, NULL, mnt, dentry));
 }
 
 SEC("lsm/path_truncate")

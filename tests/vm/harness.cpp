@@ -432,16 +432,17 @@ Result VmTest::run_confined(const std::string& policy, const std::string& cmd,
     return run({.policy = policy, .args = extra_args, .argv = {"/bin/sh", "-c", cmd}});
 }
 
-Result VmTest::run_unconfined(const std::string& cmd) {
-    Process p = Process::start({.argv = {"/bin/sh", "-c", cmd},
-                                .env = {std::string("PATH=") + kPath, "LANG=C.UTF-8", "TERM=dumb",
-                                        std::string("HOME=") + kUserHome, "TMPDIR=/var/tmp"},
-                                .cwd = work_,
-                                .uid = g_user.uid,
-                                .gid = g_user.gid,
-                                .groups = g_user.groups});
-    return p.wait();
+Process VmTest::start_unconfined(const std::string& cmd) {
+    return Process::start({.argv = {"/bin/sh", "-c", cmd},
+                           .env = {std::string("PATH=") + kPath, "LANG=C.UTF-8", "TERM=dumb",
+                                   std::string("HOME=") + kUserHome, "TMPDIR=/var/tmp"},
+                           .cwd = work_,
+                           .uid = g_user.uid,
+                           .gid = g_user.gid,
+                           .groups = g_user.groups});
 }
+
+Result VmTest::run_unconfined(const std::string& cmd) { return start_unconfined(cmd).wait(); }
 
 Result VmTest::run_root(const std::string& cmd) {
     Process p = Process::start({.argv = {"/bin/sh", "-c", cmd}, .env = confine_env(), .cwd = work_});

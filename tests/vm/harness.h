@@ -135,6 +135,8 @@ protected:
 
     // sh -c CMD as the test user in work(), without confine: the control.
     Result run_unconfined(const std::string& cmd);
+    // The same, in the background.
+    Process start_unconfined(const std::string& cmd);
     // sh -c CMD as root in work().
     Result run_root(const std::string& cmd);
 

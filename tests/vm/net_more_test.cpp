@@ -154,18 +154,6 @@ protected:
         helper_ = install_helper(work());
     }
 
-    // A process as the test user, outside any job, in work(), in the
-    // background (run_unconfined waits).
-    Process start_unconfined(const std::string& cmd) {
-        return Process::start({.argv = {"/bin/sh", "-c", cmd},
-                               .env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
-                                       std::string("HOME=") + kUserHome},
-                               .cwd = work(),
-                               .uid = test_user().uid,
-                               .gid = test_user().gid,
-                               .groups = test_user().groups});
-    }
-
     std::string helper_;
 };
 
