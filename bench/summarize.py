@@ -49,6 +49,16 @@ def cpu_model():
     return "unknown"
 
 
+def sandbox_table(k, phase, ops, title, what, unit, scale):
+    p(f"### {title}\n")
+    p(f"| {what} | unconfined (TCG {unit}) | confine enforce | confine audit | bwrap | srt |")
+    p("|---|---:|---:|---:|---:|---:|")
+    for op, label in ops:
+        p(f"| {label} | {med(k, phase, op, 'plain') / scale:.0f} | "
+          + " | ".join(fmt(ratios(k, phase, op, v, "plain")) for v in SANDBOXES) + " |")
+    p("")
+
+
 kernels = sorted({k for k, *_ in data}, key=lambda s: [int(x) for x in s.split(".")])
 SANDBOXES = ("confine", "audit", "bwrap", "srt")
 WORK = [("status", "`git status`"), ("logp", "`git log -p`"), ("tar", "`tar x` of the repository"),
@@ -76,19 +86,10 @@ p("\nCells: median over rounds of the same-round ratio, (min-max) over rounds. "
 
 for k in kernels:
     p(f"## Kernel {k}\n")
-    p("### Hot path inside a job (ratio to unconfined, same user)\n")
-    p("| operation | unconfined (TCG ns) | confine enforce | confine audit | bwrap | srt |")
-    p("|---|---:|---:|---:|---:|---:|")
-    for op, label in OPS:
-        p(f"| {label} | {med(k, 'hot', op, 'plain'):.0f} | "
-          + " | ".join(fmt(ratios(k, "hot", op, v, "plain")) for v in SANDBOXES) + " |")
-    p("\n### Real work inside a job (ratio to unconfined; the command is timed inside the job)\n")
-    p("| work | unconfined (TCG ms) | confine enforce | confine audit | bwrap | srt |")
-    p("|---|---:|---:|---:|---:|---:|")
-    for op, label in WORK:
-        p(f"| {label} | {med(k, 'work', op, 'plain') / 1e6:.0f} | "
-          + " | ".join(fmt(ratios(k, "work", op, v, "plain")) for v in SANDBOXES) + " |")
-    p("\n### Policy size: open+read+close 8 deep under N extra rules (ratio to unconfined)\n")
+    sandbox_table(k, "hot", OPS, "Hot path inside a job (ratio to unconfined, same user)", "operation", "ns", 1)
+    sandbox_table(k, "work", WORK, "Real work inside a job (ratio to unconfined; the command is timed inside "
+                  "the job)", "work", "ms", 1e6)
+    p("### Policy size: open+read+close 8 deep under N extra rules (ratio to unconfined)\n")
     p("| rules | ratio |")
     p("|---:|---:|")
     for n in ("10", "1000", "10000"):
@@ -188,18 +189,35 @@ p("""## Notes
   disk root expect bwrap near 1.0 for these operations.
 - **Start** times the whole `fork+exec+wait` from a root process; the
   bwrap row includes its `setpriv`, whose own cost is the `setpriv` row.
-- **srt** (Anthropic sandbox-runtime, `npm install @anthropic-ai/sandbox-runtime`,
-  0.0.78, installs fine from the registry into `bench/.npm`) refuses to start
-  on this machine: `Sandbox dependencies not available: ripgrep (rg) not
-  found, socat not installed`. Both are Debian packages (`socat`, `ripgrep`);
-  once the setup script installs them, add an `srt` start variant.
-- **What would close the gaps.** The hot-path cost is confine's per-decision
-  path walk (one `bpf_loop` step per component plus an LPM lookup, no cache;
-  see design.md, "Why no decision cache"): the dentry-keyed decision cache
-  described there is the planned fix, and these numbers are its baseline.
-  Start latency is dominated by confine's own setup (private dirs, cgroup,
-  ring buffer, map entries) plus the user switch; profile a `confine run -v`
-  under `perf` on a native 6.12 host before optimising, since TCG distorts
-  syscall-heavy paths more than computation.
+- **srt** is Anthropic's sandbox-runtime 0.0.83 from npm (`scripts/setup`
+  installs it), run as the user with settings equivalent to the default
+  policy: `denyRead` the account's home, `allowWrite` WORK and /tmp,
+  `denyWrite` the `.git` carve-outs, no network. It is bubblewrap underneath
+  plus a Node.js launcher and proxies, which is most of its start time.
+  `--quick` leaves it out (tens of seconds per start under TCG).
+- **Real work** runs each command inside the sandbox and times it there
+  (`hotpath spawn 1 sh -c CMD`), so launcher start is not in it. The
+  repository is generated (N files of 3 lines in directories of 100, one
+  commit); `tar x` extracts a tarball of it; `make -j2` builds 17 C files of
+  200 functions each.
+- **Policy size** adds N `read` rules, each a distinct path, to a policy like
+  the default one; the file opened matches none of them.
+- **Concurrency** starts K jobs back to back, each of which tries to read a
+  file in the account's home (the default policy denies it) and then waits;
+  a job counts as enforcing if its audit log holds that denial and the read
+  failed. Memory is the growth of `bytes_memlock` over all BPF maps and
+  programs (bpftool) with K jobs alive, per job: mostly the job's 256 KiB
+  ring buffer.
+- **Noise.** The machine is shared, and other guests ran during these
+  measurements; single-round cells and ratios of slow operations (start,
+  make) move by tens of percent between rounds. Read the spread before the
+  median.
+- **What would close the gaps.** File decisions are cached on the inode
+  (design.md, "The decision cache"), so the open hot path pays a lookup, not
+  a path walk, after the first open; what remains is the `lsm_cgroup`
+  trampoline and the cache lookup, which need a native (KVM or bare-metal)
+  6.12 run with `perf` to size, since TCG inflates exactly these
+  instruction-bound paths. Start latency is confine's own setup (private
+  dirs, cgroup, ring buffer, map entries, user switch).
 """)
 print("\n".join(out))

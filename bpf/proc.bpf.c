@@ -23,9 +23,9 @@
  *                         process group. F_SETOWN_EX, FIOSETOWN and
  *                         SIOCSPGRP pass the owner through user memory, which
  *                         the job could change after the check: refused.
- *                         file_ioctl_compat exists since 6.8 (commit
- *                         f1bb47a31dff); before, compat ioctls reach
- *                         file_ioctl.
+ *                         file_ioctl_compat exists since 6.8 ("lsm: new
+ *                         security_file_ioctl_compat() hook"); before,
+ *                         compat ioctls reach file_ioctl.
  */
 #include "bpf/common.bpf.h"
 

@@ -83,7 +83,8 @@ struct OptionalHook {
     std::string_view program, btf_func;
 };
 constexpr OptionalHook kOptionalHooks[] = {
-    // 6.8 (f1bb47a31dff) split compat ioctls off file_ioctl.
+    // 6.8 ("lsm: new security_file_ioctl_compat() hook") split 32-bit
+    // ioctls off file_ioctl; before, file_ioctl sees them.
     {"confine_file_ioctl_compat", "bpf_lsm_file_ioctl_compat"},
 };
 
