@@ -43,6 +43,8 @@
 #define FMODE_WRITE 0x2
 #define __FMODE_EXEC 0x20
 #define O_TRUNC 01000
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
 
 /* key: the job's cgroup id then the path with a trailing '/';
  * value: CONFINE_FS_* access bits granted at and below that path. */
@@ -56,11 +58,13 @@ struct {
 } fs_rules SEC(".maps");
 
 /* The access bits the job's rules grant a resolved path, plus
- * CONFINE_FS_NOT_GUARD unless the path is a guard entry itself. */
+ * CONFINE_FS_NOT_GUARD unless the path is a guard entry itself, and
+ * CONFINE_FS_LIST where it may be read or is a listable entry itself. */
 static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
 {
     struct confine_fs_key *k = &r->s->key;
-    __u32 plen = resolved_len(r), klen = plen, *access;
+    __u32 plen = resolved_len(r), klen = plen, *access, bits;
+    bool exact;
 
     /* Key: "/" for the root, else the path and a '/', cut to the key size
      * (no rule is longer, so the longest match is unchanged). */
@@ -85,9 +89,13 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
     access = bpf_map_lookup_elem(&fs_rules, k);
     if (!access)
         return CONFINE_FS_NOT_GUARD;
-    if ((*access & CONFINE_FS_GUARD) && (*access >> CONFINE_FS_KEYLEN_SHIFT) == klen)
-        return *access & 0x7;
-    return (*access & 0x7) | CONFINE_FS_NOT_GUARD;
+    exact = (*access >> CONFINE_FS_KEYLEN_SHIFT) == klen;
+    bits = *access & (CONFINE_FS_READ | CONFINE_FS_WRITE | CONFINE_FS_EXEC);
+    if ((bits & CONFINE_FS_READ) || (exact && (*access & CONFINE_FS_LIST)))
+        bits |= CONFINE_FS_LIST;
+    if (!(exact && (*access & CONFINE_FS_GUARD)))
+        bits |= CONFINE_FS_NOT_GUARD;
+    return bits;
 }
 
 /* Decides an access needing `need` (CONFINE_FS_*) to the file at
@@ -142,7 +150,7 @@ extern const void rename_lock __ksym __weak;
 extern const void mount_lock __ksym __weak;
 
 #define CACHE_SLOTS 4 /* decisions per inode, one per job (cgroup id % 4) */
-#define CACHE_BITS 0x1full /* CONFINE_FS_READ | WRITE | EXEC | NOT_GUARD */
+#define CACHE_BITS 0x3full /* CONFINE_FS_READ | WRITE | EXEC | NOT_GUARD | LIST */
 
 struct fs_cache {
     __u64 slot[CACHE_SLOTS]; /* tag | granted bits; 0: empty */
@@ -205,9 +213,6 @@ static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct
     h = mix(h, *gen);
     return h & ~CACHE_BITS;
 }
-
-#define S_IFMT 00170000
-#define S_IFDIR 0040000
 
 /* check_path for an open file, through the cache: `file` must be a BTF
  * pointer (a hook argument), for its inode's storage. */
@@ -307,6 +312,9 @@ int BPF_PROG(confine_file_open, struct file *file)
     if ((fmode & FMODE_WRITE) || (flags & O_TRUNC))
         return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_WRITE,
                           CONFINE_FS_READ | CONFINE_FS_WRITE);
+    /* Reading a directory lists it: its own rule, or a listable entry. */
+    if ((BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) == S_IFDIR)
+        return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_LIST);
     return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_READ);
 }
 

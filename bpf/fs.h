@@ -22,6 +22,9 @@
 #define CONFINE_FS_WRITE 0x2u /* open for write, create, delete, rename, ... */
 #define CONFINE_FS_EXEC 0x4u  /* execve */
 #define CONFINE_FS_GUARD 0x8u /* a less-than-writable rule lies below: no rename */
+/* The directory itself may be listed (opened for read), nothing below it.
+ * Stored on exact entries; the lookup also grants it wherever READ is. */
+#define CONFINE_FS_LIST 0x20u
 #define CONFINE_FS_KEYLEN_SHIFT 16
 /* Synthesized by the lookup, never stored: the path is not a guard entry
  * itself. A rename needs WRITE | CONFINE_FS_NOT_GUARD at both ends. */

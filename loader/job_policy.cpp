@@ -64,6 +64,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     std::map<std::string, uint32_t> entries;
     for (const policy::FsEntry& e : c.fs) entries[e.prefix] = e.access;
     for (const std::string& g : c.guards) entries[g] = policy::access_at(c, g) | CONFINE_FS_GUARD;
+    for (const std::string& l : c.listable) entries[l] = policy::access_at(c, l) | entries[l] | CONFINE_FS_LIST;
     for (const auto& [prefix, access] : entries) {
         confine_fs_key k = fs_key(id, prefix);
         // The key length tells the BPF side an exact match from a prefix one.

@@ -265,18 +265,22 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
         }
     }
 
-    std::vector<std::string> prefixes, guards;
+    std::vector<std::string> prefixes, guards, listable;
     for (const Rule& r : rw) {
         prefixes.push_back(r.prefix);
-        if (r.kind == Kind::Write) continue;
-        // Every ancestor of a rule granting less than write is a guard.
         for (std::string a = r.prefix; a.size() > 1;) {
             a = a.substr(0, std::max<size_t>(a.rfind('/'), 1));
-            if (a != "/") guards.push_back(a);
+            // Every ancestor of a rule granting less than write is a guard.
+            if (r.kind != Kind::Write && a != "/") guards.push_back(a);
+            // The way down to a readable rule may be listed where no rule
+            // (a deny included) covers it.
+            bool readable = r.kind == Kind::Read || r.kind == Kind::Write || r.kind == Kind::DenyWrite;
+            if (readable && std::none_of(rw.begin(), rw.end(), [&](const Rule& o) { return covers(o.prefix, a); }))
+                listable.push_back(a);
         }
     }
     prefixes.insert(prefixes.end(), exec.begin(), exec.end());
-    for (auto* v : {&prefixes, &guards}) {
+    for (auto* v : {&prefixes, &guards, &listable}) {
         std::sort(v->begin(), v->end());
         v->erase(std::unique(v->begin(), v->end()), v->end());
     }
@@ -305,6 +309,7 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
     c.bind = p.net.bind;
     c.exec_allowlist = p.fs.exec.has_value();
     c.guards = std::move(guards);
+    c.listable = std::move(listable);
     // unix, inet and inet6 always; anything else only when the policy says.
     c.families = (1ull << AF_UNIX) | (1ull << AF_INET) | (1ull << AF_INET6);
     for (int f : p.net.families) c.families |= 1ull << f;
@@ -324,6 +329,7 @@ std::string render(const Compiled& c) {
     for (const auto& e : c.fs) width = std::max(width, e.prefix.size());
     for (const auto& e : c.fs)
         out += fmt::format("{:<{}}  {}\n", e.prefix, width, access_text(e.access));
+    if (!c.listable.empty()) out += "# may be listed (names only): " + string_list(c.listable) + "\n";
 
     std::vector<std::string> connect, bind;
     for (const auto& e : c.connect) connect.push_back(endpoint_text(e));

@@ -96,6 +96,10 @@ struct Compiled {
     // that rule's files to paths it doesn't cover, so none can be renamed
     // (at either end of a rename).
     std::vector<std::string> guards;
+    // Directories above readable rules that no rule covers ("/", "/var"):
+    // they may be listed (names only), so `ls /` works. Nothing below them
+    // gains any access.
+    std::vector<std::string> listable;
     std::vector<Endpoint> connect, bind;
     uint64_t families = 0;  // bit N: sockets of address family N may be created
     bool user_namespaces = false;

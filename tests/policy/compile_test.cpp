@@ -68,6 +68,13 @@ protected:
     }
 
     std::string at(std::string_view rel) const { return root_ + std::string(rel); }
+    // render()'s line for the directories above root_, which no rule covers.
+    std::string listable_line() const {
+        std::string out = "# may be listed (names only): [\"/\"";
+        for (size_t i = root_.find('/', 1); i != std::string::npos; i = root_.find('/', i + 1))
+            out += ", \"" + root_.substr(0, i) + "\"";
+        return out + ", \"" + root_ + "\"]\n";
+    }
 
     std::string root_;
     Vars vars_;
@@ -426,8 +433,7 @@ set = { A = "say \"hi\"", B = "" }
         "mode = \"audit\"\n"
         "\n[filesystem]\n" +
         at("/user") + "       none\n" + at("/user/work") + "  read,write,exec\n" + at("/usr") +
-        "        read,exec\n"
-        "\n[network]\n"
+        "        read,exec\n" + listable_line() + "\n[network]\n"
         "connect = [\"tcp://127.0.0.1:3128\", \"udp://[::1]:53\", \"unix:/run/p.sock\"]\n"
         "bind = [\"tcp://127.0.0.1:0\"]\n"
         "families = [\"unix\", \"inet\", \"inet6\"]\n"
@@ -469,6 +475,21 @@ TEST(CompileGuards, AncestorsOfLessThanWritableRulesCannotMove) {
     // Guards change no access.
     EXPECT_EQ(access_at(*c, "/w/.git"), kRead | kWrite | kExec);
     EXPECT_EQ(access_at(*c, "/w/.git/hooks/x"), kRead | kExec);
+}
+
+TEST(CompileListable, DirectoriesAboveReadableRulesThatNoRuleCoversMayBeListed) {
+    Policy p;
+    p.fs.read = {{"/usr", {}}, {"/u/w/docs", {}}};
+    p.fs.write = {{"/var/tmp/w", {}}};
+    p.fs.deny = {{"/u", {}}, {"/srv/secret", {}}};
+    auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
+    ASSERT_TRUE(c) << c.error().message;
+    // Not /u (a deny covers it, and the readable /u/w/docs below doesn't
+    // change that), nor /srv (only a deny lies below).
+    EXPECT_EQ(c->listable, (std::vector<std::string>{"/", "/var", "/var/tmp"}));
+    EXPECT_EQ(access_at(*c, "/var/tmp/other"), 0);
+    EXPECT_NE(render(*c).find(R"(# may be listed (names only): ["/", "/var", "/var/tmp"])"), std::string::npos)
+        << render(*c);
 }
 
 }  // namespace

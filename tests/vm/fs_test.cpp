@@ -17,6 +17,28 @@ using FsTest = VmTest;
 
 // ---- reads ---------------------------------------------------------------
 
+// The directories on the way down to the job's rules may be listed (names
+// only) where no rule covers them, so `ls /` and `ls ..` work; nothing in
+// them becomes readable, and a denied tree (the account's home) stays
+// unlistable.
+TEST_F(FsTest, TheWayDownToTheRulesMayBeListedButNothingInIt) {
+    const std::string loose = base() + "/loose-file";
+    write_file(loose, "loose-content\n");
+    const std::string cmd = fmt::format(
+        "ls / >/dev/null && echo root-listed; ls {0} >/dev/null && echo base-listed; "
+        "cat {1}; ls {2} >/dev/null && echo home-listed; true",
+        base(), loose, kUserHome);
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.out, "root-listed\nbase-listed\nloose-content\nhome-listed\n") << control.describe();
+
+    Result r = run_confined("", cmd);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "root-listed\nbase-listed\n") << r.describe();
+    EXPECT_DENIAL(r, "open_read", loose, "cat");
+    EXPECT_DENIAL(r, "open_read", kUserHome, "ls");
+    EXPECT_EQ(r.audit.size(), 2u) << r.describe();
+}
+
 TEST_F(FsTest, ReadingCredentialsByAbsolutePathIsDenied) {
     for (auto [path, secret] : {std::pair{kSshKey, kSshSecret}, {kClaudeCreds, kClaudeSecret}}) {
         SCOPED_TRACE(path);
