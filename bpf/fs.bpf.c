@@ -43,6 +43,8 @@
 #define FMODE_WRITE 0x2
 #define __FMODE_EXEC 0x20
 #define O_TRUNC 01000
+#define __O_TMPFILE 020000000
+#define FMODE_CREATED 0x100000 /* 1 << 20, the same from 6.1 to 7.1 */
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
 
@@ -308,6 +310,11 @@ int BPF_PROG(confine_file_open, struct file *file)
     if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
         return ALLOW;
     fmode = BPF_CORE_READ(file, f_mode);
+    /* This open just created the file, and path_mknod allowed that in this
+     * same call (a writable path is readable too). O_TMPFILE files are
+     * created without path_mknod, and are decided here. */
+    if ((fmode & FMODE_CREATED) && !(flags & __O_TMPFILE))
+        return ALLOW;
     /* O_TRUNC truncates even on an O_RDONLY open, after this hook. */
     if ((fmode & FMODE_WRITE) || (flags & O_TRUNC))
         return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_WRITE,
