@@ -810,8 +810,8 @@ TEST_F(FsOpsTest, GitWorksInAPreparedCheckoutWhoseHooksAndConfigStayReadOnly) {
     EXPECT_EQ(control.out, "3\nhook=0\nconfig=0\n") << control.describe();
 }
 
-// BUG (see the report of issue #3): rules name paths, and renaming a
-// directory moves everything under it to new paths. A carve-out below a
+// Regression (a bug issue #3 found and fixed): rules name paths, and
+// renaming a directory moves everything under it to new paths. A carve-out below a
 // writable directory is escaped by renaming the directory away, using it,
 // and (for .git/hooks) renaming it back.
 TEST_F(FsOpsTest, RenamingAnAncestorDoesNotEscapeACarveOut) {
@@ -995,11 +995,11 @@ TEST_F(FsOpsTest, PathsLongerThan4096BytesAreNeverAllowed) {
     close(fd);
 }
 
-// BUG (see the report of issue #3): utimes and xattr changes are decided
-// on every mount of the file's filesystem, up to 4. Mounts in other mount
-// namespaces are skipped but still count, so on a host with a few private
-// mount namespaces (systemd services with PrivateTmp= or ProtectSystem=
-// each hold one) every `touch` in the workdir is refused.
+// Regression (a bug issue #3 found and fixed): utimes and xattr changes are
+// decided on every mount of the file's filesystem, up to 4. Mounts in other
+// mount namespaces were skipped but still counted, so on a host with a few
+// private mount namespaces (systemd services with PrivateTmp= or
+// ProtectSystem= each hold one) every `touch` in the workdir was refused.
 TEST_F(FsOpsTest, TimesAndXattrsInTheWorkdirCanBeSetWhileOtherMountNamespacesExist) {
     write_file(work() + "/f", "x\n");
     // Each child holds a mount namespace: a copy of every mount, the
