@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections import defaultdict
 
-raw, cmdline, rounds, n_ops, n_start, out_rounds, n_files, jobs = sys.argv[1:9]
+raw, cmdline, rounds, n_ops, n_start, out_rounds, n_files, jobs, plot_data = sys.argv[1:10]
 
 data = defaultdict(dict)  # (kernel, phase, op, variant) -> {round: ns}
 guest = {}  # kernel -> (uname -r, nproc)
@@ -82,7 +82,8 @@ p(f"- {rounds} rounds, variants interleaved (rotated order each round); hot path
   f"{n_ops} ops per run, median of 16-op batches; start: {n_start} starts per round; "
   f"outside jobs: {out_rounds} load/unload rounds; real work: {n_files} files, "
   f"{min(int(rounds), 3)} rounds; concurrency: {jobs.replace(',', ', ')} jobs")
-p("\nCells: median over rounds of the same-round ratio, (min-max) over rounds. "
+p("\n![Ratios to unconfined](benchmarks.png)\n")
+p("Cells: median over rounds of the same-round ratio, (min-max) over rounds. "
   "TCG inflates absolute times by 10-100x and not uniformly, so only ratios are "
   "meaningful; the baseline ns column is for orientation only.\n")
 
@@ -223,3 +224,13 @@ p("""## Notes
   dirs, cgroup, ring buffer, map entries, user switch).
 """)
 print("\n".join(out))
+
+# The plot's data (bench/plot.gp): one row per operation, one column per sandbox.
+with open(plot_data, "w") as f:
+    for k in kernels:
+        for phase, ops in (("hot", OPS), ("work", WORK)):
+            for op, label in ops:
+                meds = [statistics.median(r) if (r := ratios(k, phase, op, v, "plain")) else None for v in SANDBOXES]
+                if any(m is not None for m in meds):
+                    name = (label if len(kernels) == 1 else f"{k}: {label}").replace("`", "").replace('"', "'")
+                    f.write(f'"{name}" ' + " ".join("?" if m is None else f"{m:.3f}" for m in meds) + "\n")
