@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "loader/cgroup.h"
@@ -88,17 +90,14 @@ constexpr OptionalHook kOptionalHooks[] = {
     {"confine_file_ioctl_compat", "bpf_lsm_file_ioctl_compat"},
 };
 
+// The kernel's BTF, parsed once: it takes tens of milliseconds under TCG.
+// Only a load needs it; jobs that find the pins ready never parse it.
 bool kernel_has(const char* name, int kind) {
-    btf* vmlinux = btf__load_vmlinux_btf();
-    bool found = vmlinux && btf__find_by_name_kind(vmlinux, name, kind) >= 0;
-    btf__free(vmlinux);
-    return found;
+    static const std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), btf__free);
+    return vmlinux && btf__find_by_name_kind(vmlinux.get(), name, kind) >= 0;
 }
 
-bool kernel_has_mnt_idmap() {
-    static const bool has = kernel_has("mnt_idmap", BTF_KIND_STRUCT);
-    return has;
-}
+bool kernel_has_mnt_idmap() { return kernel_has("mnt_idmap", BTF_KIND_STRUCT); }
 
 // Whether `prog` belongs on this kernel.
 bool belongs_here(bpf_object* obj, bpf_program* prog) {
@@ -118,47 +117,74 @@ std::string pin_path(const std::string& dir, bpf_program* prog) {
     return dir + "/" + (is_global(prog) ? "link_" : "") + bpf_program__name(prog);
 }
 
+// Pinned last, once every program of the feature that belongs on this
+// kernel is pinned: a load interrupted halfway leaves no marker, and is done
+// again by the next confine.
+std::string ready_marker(const std::string& dir, const char* feature) {
+    return dir + "/" + feature + "_ready";
+}
+
+// Pins under a temporary name, then renames over `pin`: an old object's pin
+// (and with a link's pin, its attachment) goes only once the new one is in
+// place, so a reload leaves no moment without enforcement.
+template <class PinTo>
+int replace_pin(const std::string& pin, PinTo pin_to) {
+    std::string tmp = pin + "_new";  // bpffs refuses names with a '.'
+    unlink(tmp.c_str());
+    if (int err = pin_to(tmp.c_str())) return err;
+    return rename(tmp.c_str(), pin.c_str()) == 0 ? 0 : -errno;
+}
+
 Result<void> load_and_pin(bpf_object* obj, const char* name, const std::string& dir) {
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, obj) bpf_program__set_autoload(prog, belongs_here(obj, prog));
     // Maps are created and pinned by name, or reused if already pinned.
     if (int err = bpf_object__load(obj); err)
         return fail(with_log(Error::sys(std::string("bpf: loading object ") + name, -err)));
-    bpf_program* prog;
+    bpf_program* marked = nullptr;
     bpf_object__for_each_program(prog, obj) {
         if (!bpf_program__autoload(prog)) continue;
         std::string pin = pin_path(dir, prog);
-        unlink(pin.c_str());  // a leftover of an interrupted load
         int err;
         if (is_global(prog)) {
             bpf_link* link = bpf_program__attach_lsm(prog);
             if (!link) return fail(with_log(Error::sys(std::string("bpf: attaching ") + bpf_program__name(prog))));
-            err = bpf_link__pin(link, pin.c_str());
+            err = replace_pin(pin, [&](const char* at) { return bpf_link__pin(link, at); });
             bpf_link__disconnect(link);  // the pin keeps it attached
             bpf_link__destroy(link);
         } else {
-            err = bpf_program__pin(prog, pin.c_str());
+            err = replace_pin(pin, [&](const char* at) { return bpf_program__pin(prog, at); });
         }
         if (err) return fail(with_log(Error::sys("bpf: pinning " + pin, -err)));
+        marked = prog;
     }
+    // The marker is a second pin of a program: bpffs holds nothing else.
+    std::string marker = ready_marker(dir, name);
+    if (!marked || replace_pin(marker, [&](const char* at) { return bpf_program__pin(marked, at); }) != 0)
+        return fail(with_log(Error::sys("bpf: pinning " + marker)));
     return {};
 }
 
-// Whether the program is attached to the cgroup already (attaching it twice
-// fails with EINVAL, like a full hook budget would).
-bool attached(int prog_fd, bpf_attach_type type, int cgroup_fd) {
+uint32_t prog_id(int prog_fd) {
     bpf_prog_info info{};
     uint32_t len = sizeof info;
-    if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) != 0) return false;
+    return bpf_obj_get_info_by_fd(prog_fd, &info, &len) == 0 ? info.id : 0;
+}
+
+// The ids of the programs attached to the cgroup with `type`.
+std::vector<uint32_t> attached_ids(int cgroup_fd, bpf_attach_type type) {
     // For lsm_cgroup the kernel returns ids only with their attach flags.
     uint32_t ids[64], flags[64];
     LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ids, .prog_cnt = 64, .prog_attach_flags = flags);
-    if (bpf_prog_query_opts(cgroup_fd, type, &q) != 0) return false;
-    return std::find(ids, ids + q.prog_cnt, info.id) != ids + q.prog_cnt;
+    if (bpf_prog_query_opts(cgroup_fd, type, &q) != 0) return {};
+    return {ids, ids + q.prog_cnt};
 }
 
-// Attaches a cgroup program to the jobs' parent cgroup, unless it is already.
+// Attaches a cgroup program to the jobs' parent cgroup, unless it is already
+// (attaching it twice fails with EINVAL, like a full hook budget would).
 // The attachment lives as long as that cgroup, whatever becomes of confine.
 Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type type, int cgroup_fd) {
-    if (attached(prog_fd, type, cgroup_fd) ||
+    if (std::ranges::count(attached_ids(cgroup_fd, type), prog_id(prog_fd)) ||
         bpf_prog_attach(prog_fd, cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0)
         return {};
     Error e = Error::sys(std::string("bpf: attaching program ") + name + " to the jobs' cgroup");
@@ -169,32 +195,48 @@ Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type typ
     return fail(e);
 }
 
-// Opens one feature object, loading and pinning it unless all of its
-// programs are pinned already, and attaches its cgroup programs to
-// `cgroup_fd`.
-Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_fd) {
+// Detaches from the jobs' parent cgroup every program of these types that
+// is not in `keep`: what a load interrupted after attaching left there. Its
+// programs would run next to their replacements, with globals of their own.
+Result<void> detach_stale(int cgroup_fd, const std::map<bpf_attach_type, std::vector<uint32_t>>& keep) {
+    for (const auto& [type, ids] : keep)
+        for (uint32_t id : attached_ids(cgroup_fd, type)) {
+            if (std::ranges::count(ids, id)) continue;
+            Fd fd(bpf_prog_get_fd_by_id(id));
+            if (!fd || bpf_prog_detach2(fd.get(), cgroup_fd, type) != 0)
+                return fail(Error::sys(fmt::format("bpf: detaching stale program {} from the jobs' cgroup", id))
+                                .hint("Remove the build's cgroup under /sys/fs/cgroup/confine once no job runs"));
+        }
+    return {};
+}
+
+// Opens one feature object, loading and pinning it unless its ready marker
+// is pinned, and attaches its cgroup programs to `cgroup_fd`. Adds their ids
+// to `ids`; sets `loaded` if it loaded.
+Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_fd,
+                          std::map<bpf_attach_type, std::vector<uint32_t>>& ids, bool& loaded) {
     size_t size = 0;
     const void* bytes = f.elf(&size);
     LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = f.name, .pin_root_path = dir.c_str());
     ObjectPtr obj(bpf_object__open_mem(bytes, size, &opts), bpf_object__close);
     if (!obj) return fail(with_log(Error::sys(std::string("bpf: opening object ") + f.name)));
 
-    bool pinned = true;
+    if (access(ready_marker(dir, f.name).c_str(), F_OK) != 0) {
+        if (auto r = load_and_pin(obj.get(), f.name, dir); !r) return r;
+        loaded = true;
+    }
+
+    // Only global programs vary with the kernel: every cgroup program must
+    // be pinned.
     bpf_program* prog;
     bpf_object__for_each_program(prog, obj.get()) {
-        bpf_program__set_autoload(prog, belongs_here(obj.get(), prog));
-        if (bpf_program__autoload(prog)) pinned = pinned && access(pin_path(dir, prog).c_str(), F_OK) == 0;
-    }
-    if (!pinned)
-        if (auto r = load_and_pin(obj.get(), f.name, dir); !r) return r;
-
-    bpf_object__for_each_program(prog, obj.get()) {
-        if (is_global(prog) || !bpf_program__autoload(prog)) continue;
+        if (is_global(prog)) continue;
         std::string pin = pin_path(dir, prog);
         Fd fd(bpf_obj_get(pin.c_str()));
         if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));
-        auto r = attach_to_parent(fd.get(), bpf_program__name(prog), bpf_program__expected_attach_type(prog), cgroup_fd);
-        if (!r) return r;
+        bpf_attach_type type = bpf_program__expected_attach_type(prog);
+        if (auto r = attach_to_parent(fd.get(), bpf_program__name(prog), type, cgroup_fd); !r) return r;
+        ids[type].push_back(prog_id(fd.get()));
     }
     return {};
 }
@@ -247,8 +289,12 @@ Result<BpfObjects> BpfObjects::open() {
     if (auto r = ensure_dir(o.dir_); !r) return fail(r.error());
     Fd cgroup(::open(o.parent_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!cgroup) return fail(Error::sys("cgroup: opening " + o.parent_));
+    std::map<bpf_attach_type, std::vector<uint32_t>> ids;
+    bool loaded = false;
     for (const Feature& f : kFeatures)
-        if (auto r = open_feature(f, o.dir_, cgroup.get()); !r) return fail(r.error());
+        if (auto r = open_feature(f, o.dir_, cgroup.get(), ids, loaded); !r) return fail(r.error());
+    if (loaded)
+        if (auto r = detach_stale(cgroup.get(), ids); !r) return fail(r.error());
     for (const char* name : kMaps) {
         std::string pin = o.dir_ + "/" + name;
         Fd fd(bpf_obj_get(pin.c_str()));

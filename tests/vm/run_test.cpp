@@ -336,6 +336,37 @@ TEST_F(RunTest, NothingIsLeftAttachedOrMappedAfterTheJob) {
     EXPECT_TRUE(after.empty()) << fmt::format("maps still holding cgroup {}: {}", cgid, fmt::join(after, ", "));
 }
 
+// A confine killed while loading leaves some pins but no ready marker; the
+// next confine loads again, and its job is enforced. Unpinning a global
+// program's link detaches it, so here mkdir goes unguarded until that load.
+TEST_F(RunTest, ALoadInterruptedHalfwayIsDoneAgain) {
+    Result first = run_confined("", "true");  // loads and pins, if no test did yet
+    ASSERT_EQ(first.status, 0) << first.describe();
+    std::string dir;  // /sys/fs/bpf/confine/<build tag>
+    for (const auto& e : std::filesystem::directory_iterator("/sys/fs/bpf/confine"))
+        if (exists(e.path().string() + "/fs_ready")) dir = e.path().string();
+    ASSERT_FALSE(dir.empty()) << "no fs_ready marker under /sys/fs/bpf/confine";
+    // The programs on the build's parent cgroup, which every job inherits.
+    const std::string parent = cgroup2_mount() + "/confine/" + dir.substr(dir.rfind('/') + 1);
+    Result before = bpftool({"cgroup", "show", parent});
+    ASSERT_EQ(before.status, 0) << before.describe();
+    for (const char* pin : {"/fs_ready", "/link_confine_path_mkdir"})
+        ASSERT_EQ(unlink((dir + pin).c_str()), 0) << dir << pin << ": " << strerror(errno);
+
+    const std::string outside = at("outside");
+    make_dir(outside, 0777);
+    Result control = run_unconfined(fmt::format("mkdir {0}/control && rmdir {0}/control", outside));
+    ASSERT_EQ(control.status, 0) << control.describe();
+    Result r = run_confined("", fmt::format("mkdir {}/new", outside));
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_FALSE(exists(outside + "/new"));
+    EXPECT_DENIAL(r, "mkdir", outside + "/new", "mkdir");
+    for (const char* pin : {"/fs_ready", "/link_confine_path_mkdir"}) EXPECT_TRUE(exists(dir + pin)) << dir << pin;
+    // The reload replaced the parent's programs instead of adding to them.
+    Result after = bpftool({"cgroup", "show", parent});
+    EXPECT_EQ(lines(after.out).size(), lines(before.out).size()) << before.describe() << after.describe();
+}
+
 // ---- confine check ---------------------------------------------------------------
 
 TEST_F(RunTest, CheckAcceptsAGoodPolicy) {
