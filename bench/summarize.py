@@ -206,7 +206,9 @@ p("""## Notes
 - **Policy size** adds N `read` rules, each a distinct path, to a policy like
   the default one; the file opened matches none of them.
 - **Concurrency** starts K jobs back to back, each of which tries to read a
-  file in the account's home (the default policy denies it) and then waits;
+  file in the account's home (the default policy denies it) and then sleeps
+  until killed (a job polling for a stop mark would fork every second, and
+  1,000 of them would load the guest by themselves);
   a job counts as enforcing if its audit log holds that denial and the read
   failed. Memory is the growth of `bytes_memlock` over all BPF maps and
   programs (bpftool) with K jobs alive, per job: mostly the job's 256 KiB
@@ -220,8 +222,13 @@ p("""## Notes
   a path walk, after the first open; what remains is the `lsm_cgroup`
   trampoline and the cache lookup, which need a native (KVM or bare-metal)
   6.12 run with `perf` to size, since TCG inflates exactly these
-  instruction-bound paths. Start latency is confine's own setup (private
-  dirs, cgroup, ring buffer, map entries, user switch).
+  instruction-bound paths. Creating thousands of files (`tar x`, `make`)
+  walks each new path once, since a new file has no cached decision; a
+  per-directory cache (a directory whose deciding rule has no rule below it
+  decides all its children) would remove that walk. It is not built.
+  Start latency is confine's own setup (policy compile, private dirs,
+  cgroup, ring buffer, map entries, user switch); jobs no longer parse the
+  kernel's BTF (two parses of it per start before).
 """)
 print("\n".join(out))
 
