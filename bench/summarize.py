@@ -213,6 +213,10 @@ p("""## Notes
   failed. Memory is the growth of `bytes_memlock` over all BPF maps and
   programs (bpftool) with K jobs alive, per job: mostly the job's 256 KiB
   ring buffer.
+- **Clock.** The guest's clock is the HPET (vmtest boots with
+  `tsc=unstable`, see vmtest/README.md). A clock read costs about 1.4 µs
+  there under TCG, under 1.1% of the cheapest 16-op batch (stat), so it
+  pulls ratios toward 1.0 by at most that much.
 - **Noise.** The machine is shared, and other guests ran during these
   measurements; single-round cells and ratios of slow operations (start,
   make) move by tens of percent between rounds. Read the spread before the
