@@ -171,7 +171,7 @@ for k in kernels:
     for kk in sorted({int(v) for (kn, ph, _, v) in data if kn == k and ph == "conc"}):
         e = data.get((k, "conc", "enforced", str(kk)), {}).get(1)
         st = data.get((k, "conc", "started", str(kk)), {}).get(1)
-        p(f"- {kk:,} concurrent jobs: {e} of {kk} enforcing ({st} started).")
+        p(f"- {kk:,} concurrent job{'s' if kk != 1 else ''}: {e} of {kk} enforcing ({st} started).")
     p("")
 
 p("""## Notes
@@ -233,18 +233,24 @@ p("""## Notes
   measurements; single-round cells and ratios of slow operations (start,
   make) move by tens of percent between rounds. Read the spread before the
   median.
-- **What would close the gaps.** File decisions are cached on the inode
-  (design.md, "The decision cache"), so the open hot path pays a lookup, not
-  a path walk, after the first open; what remains is the `lsm_cgroup`
-  trampoline and the cache lookup, which need a native (KVM or bare-metal)
-  6.12 run with `perf` to size, since TCG inflates exactly these
-  instruction-bound paths. Creating thousands of files (`tar x`, `make`)
-  walks each new path once, since a new file has no cached decision; a
-  per-directory cache (a directory whose deciding rule has no rule below it
-  decides all its children) would remove that walk. It is not built.
-  Start latency is confine's own setup (policy compile, private dirs,
-  cgroup, ring buffer, map entries, user switch); jobs no longer parse the
-  kernel's BTF (two parses of it per start before).
+- **What would close the gaps.**
+  - *Open*: file decisions are cached on the inode (design.md, "The
+    decision cache"), so after the first open a job pays a lookup, not a
+    path walk. What remains is the `lsm_cgroup` trampoline and that lookup.
+    Sizing them needs a native (KVM or bare-metal) run with `perf`: TCG
+    inflates exactly these instruction-bound paths, and the control (stat)
+    moves by several percent between rounds here.
+  - *Create, `tar x`, `make`*: a new file has no cached decision, so its
+    path is walked once. A per-directory cache would remove that walk: a
+    directory whose deciding rule has no rule below it decides all its
+    children. It is not built.
+  - *Connect* runs two programs, the `lsm_cgroup` `socket_connect` and the
+    cgroup `connect4`, which looks a loopback destination up in the
+    kernel's socket table to see whose it is. Its spread between rounds is
+    wider than its gap.
+  - *Start* is confine's own setup (policy compile, private dirs, cgroup,
+    ring buffer, map entries, user switch). Jobs no longer parse the
+    kernel's BTF, which they did twice per start before this run.
 """)
 print("\n".join(out))
 
