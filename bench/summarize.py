@@ -121,8 +121,9 @@ for k in kernels:
     unseen = False
     for kk in sorted({int(v) for (kn, ph, _, v) in data if kn == k and ph == "conc"}):
         c = lambda what: data.get((k, "conc", what, str(kk)), {}).get(1, float("nan"))
-        kib = f"{c('kib_per_job'):.0f}" if c("kib_per_job") > 0 else "n/a*"
-        unseen = unseen or kib == "n/a*"
+        seen = c("kib_per_job") > 0
+        unseen = unseen or not seen
+        kib = f"{c('kib_per_job'):.0f}" if seen else "n/a*"
         p(f"| {kk:,} | {c('started'):.0f} | {c('enforced'):.0f} | {c('leaked'):.0f} | "
           f"{c('start_mean') / 1e6:.0f} | {c('one_more') / 1e6:.0f} | {kib} |")
     if unseen:
