@@ -30,7 +30,13 @@ enum confine_op {
     CONFINE_OP_PTRACE,
     CONFINE_OP_SIGNAL,
     CONFINE_OP_BPF,
-    CONFINE_OP_SOCKET, /* socket(2) of a family the policy doesn't grant */
+    CONFINE_OP_SOCKET, /* socket(2) of a family or protocol the policy doesn't grant */
+    CONFINE_OP_PRLIMIT,  /* prlimit(2) on another process */
+    CONFINE_OP_SETSCHED, /* nice, I/O priority, scheduling policy or affinity of another process */
+    CONFINE_OP_KEY,      /* a key or keyring the job didn't create */
+    CONFINE_OP_CGROUP,   /* a child placed in another cgroup (clone3 CLONE_INTO_CGROUP) */
+    CONFINE_OP_SETSOCKOPT, /* a socket option that would send traffic elsewhere (source routing) */
+    CONFINE_OP_MOUNT,    /* a mount that would give files a second path */
 };
 
 /* Why a decision was made; anything but POLICY is a fail-closed denial. */
@@ -41,16 +47,20 @@ enum confine_reason {
     CONFINE_REASON_OUTSIDE_ROOT,  /* not reachable from the task's root */
     CONFINE_REASON_TOO_MANY_MOUNTS, /* the file's filesystem is mounted too often to check */
     CONFINE_REASON_OWNER_IN_USER_MEMORY, /* a file owner passed by pointer: can't be checked race-free */
+    CONFINE_REASON_MAP_FULL,      /* a map that must remember the object is full */
+    CONFINE_REASON_SOURCE_ROUTE,  /* an option routing packets via another address first */
 };
 
 enum confine_target_kind {
-    CONFINE_TARGET_NONE = 0,      /* socket ops: target_len holds the family */
+    CONFINE_TARGET_NONE = 0,
     CONFINE_TARGET_PATH,          /* target.path, NUL-terminated */
     CONFINE_TARGET_INET,          /* target.inet, IPv4 as v4-mapped IPv6 */
     CONFINE_TARGET_UNIX,          /* target.path: a unix socket path */
     CONFINE_TARGET_UNIX_ABSTRACT, /* target.path[0..target_len): raw name */
     CONFINE_TARGET_TASK,          /* target.task: another process */
     CONFINE_TARGET_PGRP,          /* target.task.tgid: a process group */
+    CONFINE_TARGET_SOCKET,        /* target.sock: a socket of a refused kind */
+    CONFINE_TARGET_KEY,           /* target.key: a key or keyring */
 };
 
 #define CONFINE_PATH_MAX 4096 /* PATH_MAX */
@@ -66,6 +76,19 @@ struct confine_task {
     __u32 tgid;
     __u32 signal; /* task_kill: the signal number */
     char comm[16];
+};
+
+struct confine_sock {
+    __u16 family;   /* AF_* */
+    __u16 type;     /* SOCK_*; 0 when unknown (a connect or send) */
+    __u16 protocol; /* IPPROTO_* for inet; 0 when unknown */
+    __u16 pad;
+};
+
+struct confine_key {
+    __s32 serial;
+    __u32 pad;
+    char description[64]; /* truncated, NUL-terminated */
 };
 
 struct confine_event {
@@ -85,6 +108,8 @@ struct confine_event {
         char path[CONFINE_PATH_MAX];
         struct confine_inet inet;
         struct confine_task task;
+        struct confine_sock sock;
+        struct confine_key key;
     } target;
 };
 

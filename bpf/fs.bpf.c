@@ -20,10 +20,14 @@
  *                  linking a file the job can't write into its workdir would
  *                  give it a second, writable-tree path to that file.
  *   path_truncate, path_chmod, path_chown - the file must be writable.
+ *   file_ioctl, file_ioctl_compat (inode flags, project ids, fs-verity,
+ *                  encryption policies), inode_file_setattr (6.17+: the
+ *                  same by path) - the file must be writable.
  *   mmap_file, file_mprotect - under an exec list, a file mapped executable
  *                  must be on it, like a program (the loader, libraries).
  *   inode_setattr (times only: utimes, touch), inode_setxattr,
- *   inode_removexattr - the file must be writable. These hooks get a dentry
+ *   inode_removexattr, inode_set_acl, inode_remove_acl (POSIX ACLs, 6.2+)
+ *                - the file must be writable. These hooks get a dentry
  *                  but no mount: the file's path is computed through each
  *                  mount of its filesystem that the task can reach, and every
  *                  one must allow the write.
@@ -494,6 +498,37 @@ int BPF_PROG(confine_file_mprotect, struct vm_area_struct *vma, unsigned long re
     return GLOBAL(check_exec(job, cgid, NULL, mnt, dentry));
 }
 
+/* Inode flags (chattr: noatime, nodump, sync, casefold...), project ids,
+ * fs-verity (a file made read-only for good) and encryption policies are
+ * set through an ioctl on any fd the owner holds, a read-only one
+ * included: the file must be writable as for chmod. From
+ * include/uapi/linux/fs.h, fsverity.h, fscrypt.h (x86-64 encodings). */
+#define FS_IOC_SETFLAGS 0x40086602
+#define FS_IOC32_SETFLAGS 0x40046602
+#define FS_IOC_FSSETXATTR 0x401c5820
+#define FS_IOC_ENABLE_VERITY 0x40806685
+#define FS_IOC_SET_ENCRYPTION_POLICY 0x800c6613
+
+static __always_inline int check_inode_ioctl(struct file *file, unsigned int cmd)
+{
+    if (cmd != FS_IOC_SETFLAGS && cmd != FS_IOC32_SETFLAGS && cmd != FS_IOC_FSSETXATTR &&
+        cmd != FS_IOC_ENABLE_VERITY && cmd != FS_IOC_SET_ENCRYPTION_POLICY)
+        return 0;
+    return global_file(&file->f_path, CONFINE_OP_SETATTR);
+}
+
+SEC("lsm/file_ioctl")
+int BPF_PROG(confine_fs_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg)
+{
+    return check_inode_ioctl(file, cmd);
+}
+
+SEC("lsm/file_ioctl_compat")
+int BPF_PROG(confine_fs_file_ioctl_compat, struct file *file, unsigned int cmd, unsigned long arg)
+{
+    return check_inode_ioctl(file, cmd);
+}
+
 SEC("lsm/path_truncate")
 int BPF_PROG(confine_path_truncate, const struct path *path)
 {
@@ -670,4 +705,29 @@ SEC("lsm/inode_removexattr")
 int BPF_PROG(confine_inode_removexattr, void *idmap, struct dentry *dentry)
 {
     return global_dentry(dentry, CONFINE_OP_SETXATTR);
+}
+
+/* Since 6.2 (the series with "security: add set acl hook") POSIX ACLs no
+ * longer pass setxattr nor inode_setattr: setting or removing
+ * system.posix_acl_access or _default comes here. Before 6.2
+ * inode_setxattr/inode_removexattr above see them. The loader loads these
+ * only where the kernel has the hooks. */
+SEC("lsm/inode_set_acl")
+int BPF_PROG(confine_inode_set_acl, void *idmap, struct dentry *dentry)
+{
+    return global_dentry(dentry, CONFINE_OP_SETXATTR);
+}
+
+SEC("lsm/inode_remove_acl")
+int BPF_PROG(confine_inode_remove_acl, void *idmap, struct dentry *dentry)
+{
+    return global_dentry(dentry, CONFINE_OP_SETXATTR);
+}
+
+/* Since 6.17 file_setattr(2) changes the same inode flags by path, with no
+ * open: decided like the ioctls above. */
+SEC("lsm/inode_file_setattr")
+int BPF_PROG(confine_inode_file_setattr, struct dentry *dentry)
+{
+    return global_dentry(dentry, CONFINE_OP_SETATTR);
 }

@@ -24,6 +24,7 @@ struct confine_job {
     __u32 pad;
     __u64 families; /* bit N: the job may create sockets of address family N */
     __u64 lost;     /* events dropped because the job's ring buffer was full */
+    __u64 inbound;  /* packets from off the machine dropped on their way to the job's sockets */
 };
 
 /* Sizes of the shared maps. A full map makes `confine run` refuse to start
@@ -31,6 +32,7 @@ struct confine_job {
 #define CONFINE_MAX_JOBS 16384
 #define CONFINE_MAX_FS_RULES 262144
 #define CONFINE_MAX_NET_RULES 65536
+#define CONFINE_MAX_KEYS 65536
 #define CONFINE_RING_BYTES (256 * 1024)
 
 #endif

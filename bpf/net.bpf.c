@@ -6,7 +6,15 @@
  *                         `connect` destinations, and loopback ones, which
  *                         connect4/6 below decide. Other families are refused.
  *   socket_sendmsg      - the same for sendto/sendmsg with a destination
- *                         (unconnected UDP, TCP Fast Open).
+ *                         (unconnected UDP, TCP Fast Open). A UDP send
+ *                         from a socket that was never bound binds it to
+ *                         the wildcard address first (inet_send_prepare),
+ *                         past bind4/6: refused like listen() below when
+ *                         the send goes off the machine or nowhere (to
+ *                         loopback, the ingress program keeps the socket
+ *                         out of reach from elsewhere). Control messages
+ *                         carrying a source route (IP_RETOPTS, IPV6_RTHDR)
+ *                         are refused too.
  *   unix_stream_connect - unix stream and seqpacket connect, and
  *   unix_may_send       - unix datagram connect and send: decided on the
  *                         peer the kernel found, so a path is the socket's
@@ -18,7 +26,22 @@
  *   socket_create       - only the address families the policy grants
  *                         (unix, inet, inet6, plus [network] families), so
  *                         e.g. netlink (`ip addr`) or packet sockets are
- *                         refused unless listed.
+ *                         refused unless listed; and of inet and inet6 only
+ *                         TCP and UDP. Every other inet protocol (SCTP,
+ *                         MPTCP, UDP-Lite, ICMP "ping", L2TP, SMC) has ways
+ *                         to connect and bind that the TCP/UDP hooks below
+ *                         never see: SCTP's connectx and bindx socket
+ *                         options, for one.
+ *   sctp_bind_connect   - SCTP's own bind and connect paths: refused (a
+ *                         job can't make SCTP sockets; this is the second
+ *                         wall should one ever reach it).
+ *   socket_setsockopt   - source routes (IP_OPTIONS, IPV6_RTHDR and kin):
+ *                         they send packets to a first hop other than the
+ *                         destination connect checked. Refused.
+ *   socket_listen       - listen() on a socket that was never bound binds
+ *                         it to the wildcard address (inet_csk_get_port)
+ *                         without running bind4/6: allowed only where a
+ *                         `bind` rule grants the wildcard address.
  *
  * cgroup sock programs (per cgroup, outside the lsm_cgroup slot budget):
  *   sock_create         - records which job created each TCP/UDP socket.
@@ -28,6 +51,10 @@
  *   connect4/6, sendmsg4/6 - a loopback destination no rule lists: only if
  *                         the socket the kernel would deliver to is one of
  *                         the job's (bpf_sk_lookup_*).
+ *   ingress (cgroup_skb) - packets to the job's sockets from off the
+ *                         machine: only from `connect` destinations or to
+ *                         `bind` addresses; the rest are dropped and
+ *                         counted.
  *
  * The kernel runs socket hooks for the cgroup of the socket's creator
  * (bpf_lsm_find_cgroup_shim picks the socket/sock shim for a first argument
@@ -41,6 +68,8 @@
 #define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
+#define SOCK_STREAM 1
+#define SOCK_DGRAM 2
 
 #define BPF_F_CURRENT_NETNS (-1) /* uapi bpf.h; the pinned vmlinux.h lacks it */
 
@@ -108,7 +137,8 @@ static __always_inline bool rule_allows(const struct confine_net_key *key, __u32
     return ops && (*ops & op);
 }
 
-static __always_inline void report_inet(struct confine_job *job, const struct confine_net_key *key, __u16 op)
+static __always_inline void report_inet_proto(struct confine_job *job, const struct confine_net_key *key,
+                                              __u16 op, __u8 proto)
 {
     struct confine_event *e = event_reserve(job, key->cgroup_id, op, CONFINE_REASON_POLICY);
 
@@ -116,34 +146,90 @@ static __always_inline void report_inet(struct confine_job *job, const struct co
         e->target_kind = CONFINE_TARGET_INET;
         __builtin_memcpy(e->target.inet.addr, key->addr, 16);
         e->target.inet.port = key->port;
-        e->target.inet.proto = key->kind == CONFINE_NET_UDP ? IPPROTO_UDP : IPPROTO_TCP;
+        e->target.inet.proto = proto;
         bpf_ringbuf_submit(e, 0);
     }
 }
 
+static __always_inline void report_inet(struct confine_job *job, const struct confine_net_key *key, __u16 op)
+{
+    report_inet_proto(job, key, op, key->kind == CONFINE_NET_UDP ? IPPROTO_UDP : IPPROTO_TCP);
+}
+
+/* Refuses a socket kind no rule can grant, reporting what it is. */
+static __always_inline int refuse_socket(struct confine_job *job, __u64 cgid, __u16 op, __u16 family,
+                                         __u16 type, __u16 protocol)
+{
+    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY);
+
+    if (e) {
+        e->target_kind = CONFINE_TARGET_SOCKET;
+        e->target.sock.family = family;
+        e->target.sock.type = type;
+        e->target.sock.protocol = protocol;
+        e->target.sock.pad = 0;
+        bpf_ringbuf_submit(e, 0);
+    }
+    return verdict(job);
+}
+
+static __always_inline int refuse_family(struct confine_job *job, __u64 cgid, __u16 family, __u16 op)
+{
+    return refuse_socket(job, cgid, op, family, 0, 0);
+}
+
+static __always_inline int refuse_source_route(struct confine_job *job, __u64 cgid, __u16 op, __u16 family)
+{
+    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_SOURCE_ROUTE);
+
+    if (e) {
+        e->target_kind = CONFINE_TARGET_SOCKET;
+        e->target.sock.family = family;
+        e->target.sock.type = 0;
+        e->target.sock.protocol = 0;
+        e->target.sock.pad = 0;
+        bpf_ringbuf_submit(e, 0);
+    }
+    return verdict(job);
+}
+
 /* Decides a TCP/UDP destination: a `connect` rule allows it; a loopback
  * one is left to the connect4/6 and sendmsg4/6 programs below, which see the
- * socket it would reach. `op` names a refusal. */
+ * socket it would reach. `op` names a refusal. Sockets of other inet
+ * protocols can't be made by a job (socket_create); one that got here
+ * anyway is refused as what it is. */
 static __always_inline int check_inet(struct confine_job *job, struct socket *sock,
                                       struct sockaddr *address, __u16 family,
                                       struct confine_net_key *key, __u16 op)
 {
-    if (inet_key(key, sock, address, family) == 0 &&
-        (rule_allows(key, CONFINE_NET_CONNECT) || is_loopback(key->addr)))
+    if (inet_key(key, sock, address, family) != 0)
+        return refuse_socket(job, key->cgroup_id, op, family, BPF_CORE_READ(sock, type),
+                             BPF_CORE_READ(sock, sk, sk_protocol));
+    if (rule_allows(key, CONFINE_NET_CONNECT) || is_loopback(key->addr))
         return ALLOW;
     report_inet(job, key, op);
     return verdict(job);
 }
 
-/* Refuses a socket family no rule can grant, reporting it by number. */
-static __always_inline int refuse_family(struct confine_job *job, __u64 cgid, __u16 family, __u16 op)
+/* The socket has no local port yet, so the kernel is about to bind it to
+ * the wildcard address (inet_autobind, inet_csk_get_port) without running
+ * the bind4/6 programs. Allowed only where a `bind` rule grants the
+ * wildcard address (with port 0, as any ephemeral port is picked);
+ * otherwise refused and reported as the bind it is. Returns ALLOW for a
+ * socket that is bound already. */
+static __always_inline int check_autobind(struct confine_job *job, __u64 cgid, struct sock *sk, __u16 kind)
 {
-    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY);
+    struct confine_net_key key = {};
 
-    if (e) {
-        e->target_len = family;
-        bpf_ringbuf_submit(e, 0);
-    }
+    if (BPF_CORE_READ(sk, __sk_common.skc_num))
+        return ALLOW;
+    key.cgroup_id = cgid;
+    key.kind = kind;
+    if (BPF_CORE_READ(sk, __sk_common.skc_family) == AF_INET)
+        key.addr[10] = key.addr[11] = 0xff; /* 0.0.0.0, v4-mapped */
+    if (rule_allows(&key, CONFINE_NET_BIND))
+        return ALLOW;
+    report_inet(job, &key, CONFINE_OP_BIND);
     return verdict(job);
 }
 
@@ -175,32 +261,109 @@ int BPF_PROG(confine_socket_connect, struct socket *sock, struct sockaddr *addre
 /* sendto/sendmsg with a destination: unconnected UDP, and TCP Fast Open
  * (MSG_FASTOPEN connects without connect(2)). Sends without a destination
  * go where a checked connect pointed the socket. */
+/* Options that put another address in front of the destination (IPv4
+ * loose/strict source routes, IPv6 routing headers, incl. segment routing):
+ * the packet is routed to the first hop they name, not to the destination
+ * connect/sendmsg checked (fl6_update_dst, ip_route_connect's faddr). From
+ * include/uapi/linux/in.h and in6.h. */
+#define SOL_IP 0
+#define SOL_IPV6 41
+#define IP_OPTIONS 4
+#define IP_RETOPTS 7
+#define IPV6_2292PKTOPTIONS 6
+#define IPV6_2292RTHDR 5
+#define IPV6_FLOWLABEL_MGR 32 /* a flow label can carry options, a routing header among them */
+#define IPV6_RTHDR 57
+#define CMSG_MAX 8 /* control messages checked per send; more: refused */
+
+static __always_inline bool source_route_cmsg(int level, int type)
+{
+    return (level == SOL_IP && type == IP_RETOPTS) ||
+           (level == SOL_IPV6 && (type == IPV6_RTHDR || type == IPV6_2292RTHDR));
+}
+
+/* Whether a send's control messages include a source route, or can't all
+ * be read (then: yes). The kernel has copied them into its own memory by
+ * now (____sys_sendmsg); a buffer still in user memory (io_uring) can't be
+ * read race-free, and is refused. */
+static __always_inline bool routes_elsewhere(struct msghdr *msg)
+{
+    const __u8 *ctl = BPF_CORE_READ(msg, msg_control);
+    __u64 len = BPF_CORE_READ(msg, msg_controllen), off = 0;
+    struct cmsghdr h;
+
+    for (int i = 0; i < CMSG_MAX; i++) {
+        if (off + sizeof(h) > len)
+            return false;
+        if (bpf_probe_read_kernel(&h, sizeof(h), ctl + off) != 0)
+            return true;
+        if (source_route_cmsg(h.cmsg_level, h.cmsg_type))
+            return true;
+        if (h.cmsg_len < sizeof(h))
+            return false; /* the kernel refuses the message */
+        off += (h.cmsg_len + 7) & ~7ULL;
+    }
+    return off + sizeof(h) <= len;
+}
+
+/* sendto/sendmsg with a destination: unconnected UDP, and TCP Fast Open
+ * (MSG_FASTOPEN connects without connect(2)). Sends without a destination
+ * go where a checked connect pointed the socket, unless a source route in
+ * their control messages sends them elsewhere, or the socket was never
+ * bound and is about to be, to the wildcard address. */
 SEC("lsm_cgroup/socket_sendmsg")
 int BPF_PROG(confine_socket_sendmsg, struct socket *sock, struct msghdr *msg, int size)
 {
-    struct confine_net_key key = {};
+    struct sock *sk = BPF_CORE_READ(sock, sk);
     struct sockaddr *address = BPF_CORE_READ(msg, msg_name);
+    struct confine_net_key key = {};
     struct confine_job *job;
     __u16 family, sock_family;
 
-    if (!address)
+    /* Decided by the socket's family: unix datagrams by unix_may_send on the
+     * peer, other families by socket_create. */
+    sock_family = BPF_CORE_READ(sk, __sk_common.skc_family);
+    if (sock_family != AF_INET && sock_family != AF_INET6)
         return ALLOW;
-    key.cgroup_id = sock_cgroup_id(BPF_CORE_READ(sock, sk));
+    /* The common case, a plain send on a connected socket. */
+    if (!address && !BPF_CORE_READ(msg, msg_controllen) && BPF_CORE_READ(sk, __sk_common.skc_num))
+        return ALLOW;
+    key.cgroup_id = sock_cgroup_id(sk);
     job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
     if (!job)
         return DENY;
-    /* Decided by the socket's family: unix datagrams by unix_may_send on the
-     * peer, other families by socket_create. */
-    sock_family = BPF_CORE_READ(sock, sk, __sk_common.skc_family);
-    if (sock_family != AF_INET && sock_family != AF_INET6)
-        return ALLOW;
-    family = BPF_CORE_READ(address, sa_family);
-    /* udp_sendmsg() takes an AF_UNSPEC destination as AF_INET. */
-    if (family == AF_UNSPEC && sock_family == AF_INET)
-        family = AF_INET;
-    if (family != AF_INET && family != AF_INET6)
-        return refuse_family(job, key.cgroup_id, family, CONFINE_OP_SENDMSG);
-    return check_inet(job, sock, address, family, &key, CONFINE_OP_SENDMSG);
+    if (BPF_CORE_READ(msg, msg_controllen) && routes_elsewhere(msg) &&
+        refuse_source_route(job, key.cgroup_id, CONFINE_OP_SENDMSG, sock_family) != ALLOW)
+        return DENY;
+    if (address) {
+        family = BPF_CORE_READ(address, sa_family);
+        /* udp_sendmsg() takes an AF_UNSPEC destination as AF_INET. */
+        if (family == AF_UNSPEC && sock_family == AF_INET)
+            family = AF_INET;
+        if (family != AF_INET && family != AF_INET6)
+            return refuse_family(job, key.cgroup_id, family, CONFINE_OP_SENDMSG);
+        /* The destination first: a refused one is what the log should say. */
+        if (check_inet(job, sock, address, family, &key, CONFINE_OP_SENDMSG) != ALLOW)
+            return DENY;
+        /* To loopback, the autobind is the job's own business: nothing from
+         * off the machine reaches the socket (confine_ingress). */
+        if (is_loopback(key.addr))
+            return ALLOW;
+    }
+    if (BPF_CORE_READ(sk, sk_protocol) == IPPROTO_UDP)
+        return check_autobind(job, key.cgroup_id, sk, CONFINE_NET_UDP);
+    return ALLOW;
+}
+
+#define EPERM 1
+
+/* inet and inet6: TCP and UDP only. `type` is already masked with
+ * SOCK_TYPE_MASK (__sys_socket_create), and protocol 0 picks the type's
+ * default, which for SOCK_SEQPACKET is SCTP: hence the type check. */
+static __always_inline bool tcp_or_udp(int type, int protocol)
+{
+    return (type == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP)) ||
+           (type == SOCK_DGRAM && (protocol == 0 || protocol == IPPROTO_UDP));
 }
 
 SEC("lsm/socket_create")
@@ -212,9 +375,81 @@ int BPF_PROG(confine_socket_create, int family, int type, int protocol, int kern
     if (kern) /* the kernel's own sockets */
         return 0;
     job = current_job(&cgid);
-    if (!job || (family >= 0 && family < 64 && (job->families & (1ull << family))))
+    if (!job)
         return 0;
-    return refuse_family(job, cgid, family, CONFINE_OP_SOCKET) == ALLOW ? 0 : -1 /* EPERM */;
+    if (family >= 0 && family < 64 && (job->families & (1ull << family)) &&
+        ((family != AF_INET && family != AF_INET6) || tcp_or_udp(type, protocol)))
+        return 0;
+    return refuse_socket(job, cgid, CONFINE_OP_SOCKET, family, type, protocol) == ALLOW ? 0 : -EPERM;
+}
+
+/* The job of a socket (its creator's cgroup) for a global program, or NULL. */
+static __always_inline struct confine_job *sock_job(struct sock *sk, __u64 *cgid)
+{
+    *cgid = sock_cgroup_id(sk);
+    return bpf_map_lookup_elem(&jobs, cgid);
+}
+
+/* SCTP_SOCKOPT_CONNECTX* and SCTP_SENDMSG_CONNECT connect; the rest bind
+ * or set addresses (include/uapi/linux/sctp.h). */
+#define SCTP_SOCKOPT_CONNECTX_OLD 107
+#define SCTP_SOCKOPT_CONNECTX 110
+#define SCTP_SOCKOPT_CONNECTX3 111
+#define SCTP_SENDMSG_CONNECT 120
+
+SEC("lsm/sctp_bind_connect")
+int BPF_PROG(confine_sctp_bind_connect, struct sock *sk, int optname, struct sockaddr *address, int addrlen)
+{
+    struct confine_job *job;
+    __u16 op = CONFINE_OP_BIND;
+    __u64 cgid;
+
+    job = sock_job(sk, &cgid);
+    if (!job)
+        return 0;
+    if (optname == SCTP_SOCKOPT_CONNECTX_OLD || optname == SCTP_SOCKOPT_CONNECTX ||
+        optname == SCTP_SOCKOPT_CONNECTX3 || optname == SCTP_SENDMSG_CONNECT)
+        op = CONFINE_OP_CONNECT;
+    return refuse_socket(job, cgid, op, BPF_CORE_READ(address, sa_family), BPF_CORE_READ(sk, sk_type),
+                         IPPROTO_SCTP) == ALLOW ? 0 : -EPERM;
+}
+
+SEC("lsm/socket_listen")
+int BPF_PROG(confine_socket_listen, struct socket *sock, int backlog)
+{
+    struct sock *sk = BPF_CORE_READ(sock, sk);
+    struct confine_job *job;
+    __u16 family;
+    __u64 cgid;
+
+    job = sock_job(sk, &cgid);
+    if (!job)
+        return 0;
+    family = BPF_CORE_READ(sk, __sk_common.skc_family);
+    if ((family != AF_INET && family != AF_INET6) || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+        return 0; /* unix: bound by path_mknod or as the job's abstract name */
+    return check_autobind(job, cgid, sk, CONFINE_NET_TCP) == ALLOW ? 0 : -EPERM;
+}
+
+SEC("lsm/socket_setsockopt")
+int BPF_PROG(confine_socket_setsockopt, struct socket *sock, int level, int optname)
+{
+    struct sock *sk;
+    struct confine_job *job;
+    __u64 cgid;
+
+    if (!(level == SOL_IP && optname == IP_OPTIONS) &&
+        !(level == SOL_IPV6 && (optname == IPV6_RTHDR || optname == IPV6_2292RTHDR ||
+                                optname == IPV6_2292PKTOPTIONS || optname == IPV6_FLOWLABEL_MGR)))
+        return 0;
+    sk = BPF_CORE_READ(sock, sk);
+    job = sock_job(sk, &cgid);
+    if (!job)
+        return 0;
+    return refuse_source_route(job, cgid, CONFINE_OP_SETSOCKOPT, BPF_CORE_READ(sk, __sk_common.skc_family)) ==
+                   ALLOW
+               ? 0
+               : -EPERM;
 }
 
 /* ---- cgroup sock programs (per cgroup, no lsm_cgroup slot) ---------------- */
@@ -279,8 +514,46 @@ static __always_inline bool sock_addr_key(struct bpf_sock_addr *ctx, __u16 famil
     return true;
 }
 
-/* bind: loopback addresses always (the job's own); others only as the
- * policy's `bind` rules list them (a rule's port 0: any port). */
+
+enum reach { REACH_NOBODY, REACH_OWN, REACH_OTHER };
+
+/* Who owns the socket a packet to `key` would reach now (a listener or a
+ * bound UDP socket, wildcards included, as the kernel's own lookup finds
+ * it): nobody, the job, or someone else. */
+static __always_inline enum reach socket_at(struct bpf_sock_addr *ctx, const struct confine_net_key *key)
+{
+    struct bpf_sock_tuple t = {};
+    struct bpf_sock *sk;
+    __u32 len;
+    __u64 *owner;
+    bool own;
+
+    if (is_v4_mapped(key->addr)) { /* the kernel connects these over IPv4 */
+        __builtin_memcpy(&t.ipv4.daddr, &key->addr[12], 4);
+        t.ipv4.dport = bpf_htons(key->port);
+        len = sizeof(t.ipv4);
+    } else {
+        __builtin_memcpy(t.ipv6.daddr, key->addr, 16);
+        t.ipv6.dport = bpf_htons(key->port);
+        len = sizeof(t.ipv6);
+    }
+    if (key->kind == CONFINE_NET_TCP)
+        sk = bpf_sk_lookup_tcp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
+    else
+        sk = bpf_sk_lookup_udp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
+    if (!sk)
+        return REACH_NOBODY;
+    owner = bpf_sk_storage_get(&sock_owner, sk, 0, 0);
+    own = owner && *owner == key->cgroup_id;
+    bpf_sk_release(sk);
+    return own ? REACH_OWN : REACH_OTHER;
+}
+
+/* bind: loopback addresses always (the job's own), unless the port is
+ * held by a socket outside the job: the kernel lets a socket of the same
+ * uid join another's SO_REUSEPORT group, which would hand the job a share
+ * of a host service's connections. Other addresses only as the policy's
+ * `bind` rules list them (a rule's port 0: any port). */
 static __always_inline int check_bind(struct bpf_sock_addr *ctx, __u16 family)
 {
     struct confine_net_key key = {};
@@ -291,8 +564,12 @@ static __always_inline int check_bind(struct bpf_sock_addr *ctx, __u16 family)
         return DENY;
     if (!sock_addr_key(ctx, family, &key))
         return ALLOW; /* raw and other inet sockets: no port to own */
-    if (is_loopback(key.addr))
+    if (is_loopback(key.addr) && (!key.port || socket_at(ctx, &key) != REACH_OTHER))
         return ALLOW;
+    if (is_loopback(key.addr)) {
+        report_inet(job, &key, CONFINE_OP_BIND);
+        return verdict(job);
+    }
     port = key.port;
     key.port = 0;
     if (rule_allows(&key, CONFINE_NET_BIND))
@@ -316,38 +593,6 @@ int confine_bind6(struct bpf_sock_addr *ctx)
     return check_bind(ctx, AF_INET6);
 }
 
-/* Whether the socket a packet to `key` would reach now (a listener or a
- * bound UDP socket, wildcards included, as the kernel's own lookup finds it)
- * is one the job created. */
-static __always_inline bool reaches_own_socket(struct bpf_sock_addr *ctx, const struct confine_net_key *key)
-{
-    struct bpf_sock_tuple t = {};
-    struct bpf_sock *sk;
-    __u32 len;
-    __u64 *owner;
-    bool own;
-
-    if (is_v4_mapped(key->addr)) { /* the kernel connects these over IPv4 */
-        __builtin_memcpy(&t.ipv4.daddr, &key->addr[12], 4);
-        t.ipv4.dport = bpf_htons(key->port);
-        len = sizeof(t.ipv4);
-    } else {
-        __builtin_memcpy(t.ipv6.daddr, key->addr, 16);
-        t.ipv6.dport = bpf_htons(key->port);
-        len = sizeof(t.ipv6);
-    }
-    if (key->kind == CONFINE_NET_TCP)
-        sk = bpf_sk_lookup_tcp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
-    else
-        sk = bpf_sk_lookup_udp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
-    if (!sk)
-        return false;
-    owner = bpf_sk_storage_get(&sock_owner, sk, 0, 0);
-    own = owner && *owner == key->cgroup_id;
-    bpf_sk_release(sk);
-    return own;
-}
-
 /* connect and sendto to a loopback destination that no `connect` rule
  * lists (socket_connect/socket_sendmsg let those through): allowed only if
  * the socket it reaches is the job's. Deciding on the socket itself, not on
@@ -362,7 +607,7 @@ static __always_inline int check_loopback(struct bpf_sock_addr *ctx, __u16 famil
     if (!job)
         return DENY;
     if (!sock_addr_key(ctx, family, &key) || !is_loopback(key.addr) ||
-        rule_allows(&key, CONFINE_NET_CONNECT) || reaches_own_socket(ctx, &key))
+        rule_allows(&key, CONFINE_NET_CONNECT) || socket_at(ctx, &key) == REACH_OWN)
         return ALLOW;
     report_inet(job, &key, op);
     return verdict(job);
@@ -399,6 +644,87 @@ SEC("cgroup/sendmsg6")
 int confine_sendmsg6(struct bpf_sock_addr *ctx)
 {
     return check_loopback(ctx, AF_INET6, CONFINE_OP_SENDMSG);
+}
+
+/* ---- inbound -------------------------------------------------------------- */
+
+#define LOOPBACK_IFINDEX 1 /* every network namespace's lo */
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+
+/* Packets delivered to a job's sockets. What never left the machine (it
+ * came in on lo) passes; from off the machine, only replies from a
+ * `connect` destination and traffic to a `bind` address. This is the
+ * second wall behind the bind programs and socket_listen: whatever way a
+ * socket came to be bound to the wildcard address (an automatic bind the
+ * hooks can't see, such as 6.1's sendfile into an unbound UDP socket, or a
+ * UDP connect that failed after its autobind), nobody elsewhere reaches
+ * it. Drops are counted (confine_job.inbound), not logged one by one. */
+SEC("cgroup_skb/ingress")
+int confine_ingress(struct __sk_buff *skb)
+{
+    struct confine_net_key key = {};
+    struct confine_job *job;
+    struct bpf_sock *sk;
+    __u8 local[16] = {};
+    __u16 ports[2];
+    __u32 l4;
+    __u16 port;
+
+    if (skb->ingress_ifindex == LOOPBACK_IFINDEX)
+        return 1;
+    key.cgroup_id = bpf_skb_cgroup_id(skb);
+    job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
+    if (!job)
+        return 1;
+    sk = skb->sk;
+    if (sk)
+        sk = bpf_sk_fullsock(sk);
+    if (!sk)
+        goto drop;
+    if (sk->protocol == IPPROTO_TCP)
+        key.kind = CONFINE_NET_TCP;
+    else if (sk->protocol == IPPROTO_UDP)
+        key.kind = CONFINE_NET_UDP;
+    else
+        goto drop;
+    /* The data starts at the network header. */
+    if (skb->protocol == bpf_htons(ETH_P_IP)) {
+        __u8 vihl;
+
+        if (bpf_skb_load_bytes(skb, 0, &vihl, 1) || bpf_skb_load_bytes(skb, 12, &key.addr[12], 4) ||
+            bpf_skb_load_bytes(skb, 16, &local[12], 4))
+            goto drop;
+        key.addr[10] = key.addr[11] = local[10] = local[11] = 0xff;
+        l4 = (vihl & 0xf) * 4;
+    } else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+        __u8 next;
+
+        if (bpf_skb_load_bytes(skb, 6, &next, 1) || bpf_skb_load_bytes(skb, 8, key.addr, 16) ||
+            bpf_skb_load_bytes(skb, 24, local, 16))
+            goto drop;
+        if (next != sk->protocol) /* extension headers: nothing a job needs from off the machine */
+            goto drop;
+        l4 = 40;
+    } else {
+        goto drop;
+    }
+    if (bpf_skb_load_bytes(skb, l4, ports, sizeof(ports)))
+        goto drop;
+    key.port = bpf_ntohs(ports[0]);
+    if (rule_allows(&key, CONFINE_NET_CONNECT))
+        return 1;
+    __builtin_memcpy(key.addr, local, 16);
+    port = bpf_ntohs(ports[1]);
+    key.port = 0;
+    if (rule_allows(&key, CONFINE_NET_BIND))
+        return 1;
+    key.port = port;
+    if (rule_allows(&key, CONFINE_NET_BIND))
+        return 1;
+drop:
+    __sync_fetch_and_add(&job->inbound, 1);
+    return (job->flags & CONFINE_JOB_AUDIT) ? 1 : 0;
 }
 
 /* ---- unix sockets -------------------------------------------------------- */

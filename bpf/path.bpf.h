@@ -101,7 +101,6 @@ struct walk {
     struct dentry *dentry; /* next component to prepend */
     struct mount *mnt;     /* the mount dentry is on */
     struct dentry *root_dentry;
-    struct vfsmount *root_mnt;
     struct scratch *s;
     int off;
     int status;
@@ -112,21 +111,23 @@ static long walk_step(__u32 i, void *arg)
     struct walk *w = arg;
     struct dentry *d = w->dentry, *parent;
     struct mount *m = w->mnt, *up;
-    struct vfsmount *vm;
     const unsigned char *name;
     __u32 len;
     int off;
 
-    vm = (void *)m + bpf_core_field_offset(struct mount, mnt);
-    if (d == w->root_dentry && vm == w->root_mnt) {
+    /* The task's root directory ends the walk through whichever mount
+     * reaches it: a job runs in a copy of its starter's mount namespace,
+     * and a unix socket bound out there, or an fd opened there, carries
+     * the starter's mount of that same root. */
+    if (d == w->root_dentry) {
         w->status = STEP_DONE;
         return 1;
     }
     if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
         up = BPF_CORE_READ(m, mnt_parent);
         if (up == m) {
-            /* Top of a mount tree that isn't the task's root: another
-             * namespace or a detached mount. */
+            /* Top of a mount tree that never reached the task's root: a
+             * detached mount, or a namespace with another root. */
             w->status = STEP_OUTSIDE_ROOT;
             return 1;
         }
@@ -174,7 +175,6 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
     w.dentry = dentry;
     w.mnt = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
     w.root_dentry = BPF_CORE_READ(task, fs, root.dentry);
-    w.root_mnt = BPF_CORE_READ(task, fs, root.mnt);
     w.s = s;
     w.off = CONFINE_PATH_MAX;
     s->buf[CONFINE_PATH_MAX] = '\0';

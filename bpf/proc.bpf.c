@@ -14,6 +14,24 @@
  *   task_kill           - signals (kill, tgkill, sigqueue, pidfd_send_signal):
  *                         only to processes of the same job. Signals the
  *                         kernel sends (SIGCHLD, SIGPIPE, ...) don't pass here.
+ *   task_setnice, task_setioprio, task_setscheduler - nice (setpriority,
+ *                         including PRIO_PGRP and PRIO_USER, which ask once
+ *                         per process), I/O priority, scheduling policy and
+ *                         CPU affinity: only of processes of the same job.
+ *   task_setrlimit      - prlimit(2) setting the limits of a process: only
+ *                         of processes of the same job.
+ *   task_alloc          - clone3(CLONE_INTO_CGROUP) from a job: refused, a
+ *                         child must be born in the job's cgroup.
+ *   key_alloc, key_permission - keys and keyrings: a job may use only
+ *                         those it created itself (recorded by address at
+ *                         key_alloc, forgotten when the job ends), never the
+ *                         account's user keyrings, the persistent keyring,
+ *                         or the session keyring it was started from.
+ *   sb_mount, move_mount - mounts (possible only in a user namespace the
+ *                         policy let the job make): no bind mounts, moved
+ *                         or attached trees, nor overlays, which would give
+ *                         files a second path; fresh tmpfs, proc, sysfs,
+ *                         mqueue and devpts alias nothing and pass.
  *   bpf                 - no bpf() at all from a job, so a job can't reach
  *                         confine's pinned maps and programs even where
  *                         unprivileged BPF is enabled.
@@ -30,6 +48,8 @@
 #include "bpf/common.bpf.h"
 
 #define EPERM 1
+#define ENOMEM 12
+#define EACCES 13
 
 SEC("lsm_cgroup/userns_create")
 int BPF_PROG(confine_userns_create, const struct cred *cred)
@@ -81,6 +101,231 @@ SEC("lsm/task_kill")
 int BPF_PROG(confine_task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig)
 {
     return same_job(p, CONFINE_OP_SIGNAL, sig);
+}
+
+SEC("lsm/task_setnice")
+int BPF_PROG(confine_task_setnice, struct task_struct *p, int nice)
+{
+    return same_job(p, CONFINE_OP_SETSCHED, 0);
+}
+
+SEC("lsm/task_setioprio")
+int BPF_PROG(confine_task_setioprio, struct task_struct *p, int ioprio)
+{
+    return same_job(p, CONFINE_OP_SETSCHED, 0);
+}
+
+SEC("lsm/task_setscheduler")
+int BPF_PROG(confine_task_setscheduler, struct task_struct *p)
+{
+    return same_job(p, CONFINE_OP_SETSCHED, 0);
+}
+
+/* prlimit(2) writing another process's limits (and setrlimit(2) on
+ * itself). task_prlimit, asked first, names the target by its credentials
+ * only; this one names the task. Reading another process's limits is no
+ * secret (/proc/PID/limits is world-readable). */
+SEC("lsm/task_setrlimit")
+int BPF_PROG(confine_task_setrlimit, struct task_struct *p, unsigned int resource, struct rlimit *new_rlim)
+{
+    return same_job(p, CONFINE_OP_PRLIMIT, 0);
+}
+
+/* CLONE_INTO_CGROUP picks the child's cgroup by an fd, O_PATH included,
+ * which no file_open sees; the kernel then checks only write permission on
+ * the target's cgroup.procs, which a job run as root (--allow-root) passes
+ * without any capability. A child born outside the job's cgroup would run
+ * unconfined and outlive cgroup.kill, so a job may not pick. Every fork on
+ * the machine comes here: the flag is tested before the job is looked up. */
+#define CLONE_INTO_CGROUP 0x200000000ULL
+
+SEC("lsm/task_alloc")
+int BPF_PROG(confine_task_alloc, struct task_struct *task, unsigned long clone_flags)
+{
+    struct confine_job *job;
+    __u64 cgid;
+
+    if (!(clone_flags & CLONE_INTO_CGROUP))
+        return 0;
+    job = current_job(&cgid);
+    if (!job)
+        return 0;
+    return refuse(job, cgid, CONFINE_OP_CGROUP) == ALLOW ? 0 : -EPERM;
+}
+
+/* ---- mounts --------------------------------------------------------------- */
+
+/* A job can mount only inside a user namespace of its own, so only where
+ * its policy allows user namespaces. A bind mount, a moved or attached
+ * tree (move_mount: open_tree clones, fsmount), or an overlay would give a
+ * file a second path, under rules it was never meant to have: refused.
+ * Filesystems that alias nothing may be mounted fresh. confine's own
+ * setup of the job's mount namespace (launch.cpp) runs in the job's cgroup
+ * too, as root of the initial user namespace, before it drops every
+ * capability: that passes. From include/uapi/linux/mount.h. */
+#define MS_REMOUNT 32
+#define MS_BIND 4096
+#define MS_MOVE 8192
+#define MS_PROPAGATION ((1 << 17) | (1 << 18) | (1 << 19) | (1 << 20)) /* UNBINDABLE, PRIVATE, SLAVE, SHARED */
+#define CAP_SYS_ADMIN 21
+
+extern const struct user_namespace init_user_ns __ksym;
+
+static __always_inline bool confine_setup(void)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    const struct cred *cred = task->cred;
+
+    return BPF_CORE_READ(cred, user_ns) == &init_user_ns &&
+           (BPF_CORE_READ(cred, cap_effective.cap[0]) & (1u << CAP_SYS_ADMIN));
+}
+
+static __always_inline bool aliases_nothing(const char *type)
+{
+    static const char names[][8] = {"tmpfs", "ramfs", "proc", "sysfs", "mqueue", "devpts"};
+    char t[8] = {};
+
+    if (!type || bpf_probe_read_kernel_str(t, sizeof(t), type) < 0)
+        return false;
+    for (int i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        bool same = true;
+
+        for (int j = 0; j < sizeof(t); j++)
+            if (t[j] != names[i][j]) {
+                same = false;
+                break;
+            }
+        if (same)
+            return true;
+    }
+    return false;
+}
+
+static __always_inline int refuse_mount(const char *source)
+{
+    struct confine_event *e;
+    struct confine_job *job;
+    __u64 cgid;
+
+    job = current_job(&cgid);
+    if (!job || confine_setup())
+        return 0;
+    e = event_reserve(job, cgid, CONFINE_OP_MOUNT, CONFINE_REASON_POLICY);
+    if (e) {
+        e->target_kind = CONFINE_TARGET_PATH;
+        e->target.path[0] = 0;
+        if (source)
+            bpf_probe_read_kernel_str(e->target.path, sizeof(e->target.path), source);
+        bpf_ringbuf_submit(e, 0);
+    }
+    return verdict(job) == ALLOW ? 0 : -EPERM;
+}
+
+SEC("lsm/sb_mount")
+int BPF_PROG(confine_sb_mount, const char *dev_name, const struct path *path, const char *type,
+             unsigned long flags, void *data)
+{
+    /* In path_mount()'s order: remounts (MS_BIND among them, which only
+     * changes a mount's flags) and propagation changes make no new path. */
+    if (flags & MS_REMOUNT)
+        return 0;
+    if (!(flags & (MS_BIND | MS_MOVE)) && ((flags & MS_PROPAGATION) || aliases_nothing(type)))
+        return 0;
+    return refuse_mount(dev_name);
+}
+
+SEC("lsm/move_mount")
+int BPF_PROG(confine_move_mount, const struct path *from_path, const struct path *to_path)
+{
+    return refuse_mount(0);
+}
+
+/* ---- keys ----------------------------------------------------------------- */
+
+/* key: a struct key's address; value: the cgroup id of the job that
+ * created it. Not the serial: key_alloc() gives the key its serial only
+ * after asking the LSM. Every key_alloc on the machine rewrites or deletes
+ * the entry of its address, so an address freed and reused for someone
+ * else's key never carries a job's ownership over. The loader removes a
+ * job's entries when it ends (BPF has no key_free hook after 6.1). */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CONFINE_MAX_KEYS);
+    __type(key, __u64);
+    __type(value, __u64);
+    __uint(pinning, LIBBPF_PIN_BY_NAME);
+} job_keys SEC(".maps");
+
+/* include/linux/key.h */
+#define KEY_ALLOC_UID_KEYRING 0x0010
+
+static __always_inline void report_key(struct confine_job *job, __u64 cgid, struct key *key, __u8 reason)
+{
+    struct confine_event *e = event_reserve(job, cgid, CONFINE_OP_KEY, reason);
+
+    if (e) {
+        e->target_kind = CONFINE_TARGET_KEY;
+        e->target.key.serial = BPF_CORE_READ(key, serial);
+        e->target.key.pad = 0;
+        bpf_probe_read_kernel_str(e->target.key.description, sizeof(e->target.key.description),
+                                  BPF_CORE_READ(key, description));
+        bpf_ringbuf_submit(e, 0);
+    }
+}
+
+static __always_inline bool has_prefix(const char *s, const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (s[i] != prefix[i])
+            return false;
+    return true;
+}
+
+/* Keys the job makes are its own, except the keyrings the kernel keeps for
+ * the account across jobs: the user and user-session keyrings (made on a
+ * job's first look-up of @u or @us) and the persistent keyring. Those the
+ * job never gets, whoever made them. */
+SEC("lsm/key_alloc")
+int BPF_PROG(confine_key_alloc, struct key *key, const struct cred *cred, unsigned long flags)
+{
+    static const char persistent[] = "_persistent.";
+    char desc[sizeof(persistent)] = {};
+    __u64 addr = (__u64)key, cgid;
+    struct confine_job *job;
+
+    job = current_job(&cgid);
+    bpf_probe_read_kernel_str(desc, sizeof(desc), BPF_CORE_READ(key, description));
+    if (!job || (flags & KEY_ALLOC_UID_KEYRING) || has_prefix(desc, persistent, sizeof(persistent) - 1)) {
+        bpf_map_delete_elem(&job_keys, &addr);
+        return 0;
+    }
+    if (bpf_map_update_elem(&job_keys, &addr, &cgid, BPF_ANY) == 0)
+        return 0;
+    /* No room to remember it: the job could never use it. */
+    report_key(job, cgid, key, CONFINE_REASON_MAP_FULL);
+    return -ENOMEM;
+}
+
+/* The first argument is a key_ref_t, a pointer to a struct the kernel
+ * only declares: the verifier refuses to read it from the context
+ * ("arg0 type FWD is not a struct"), so it is fetched as a number. */
+SEC("lsm/key_permission")
+int confine_key_permission(__u64 *ctx)
+{
+    struct confine_job *job;
+    __u64 cgid, *owner, ref = 0;
+
+    job = current_job(&cgid);
+    if (!job)
+        return 0;
+    /* A key_ref_t is the key's address with bit 0 saying "possessed". */
+    bpf_get_func_arg(ctx, 0, &ref);
+    ref &= ~1ULL;
+    owner = bpf_map_lookup_elem(&job_keys, &ref);
+    if (owner && *owner == cgid)
+        return 0;
+    report_key(job, cgid, (struct key *)ref, CONFINE_REASON_POLICY);
+    return verdict(job) == ALLOW ? 0 : -EACCES;
 }
 
 /* Since 6.15 the hook has a fourth argument (bool kernel); only the first is

@@ -36,6 +36,12 @@ const char* op_name(uint16_t op) {
     case CONFINE_OP_SIGNAL: return "signal";
     case CONFINE_OP_BPF: return "bpf";
     case CONFINE_OP_SOCKET: return "socket";
+    case CONFINE_OP_PRLIMIT: return "prlimit";
+    case CONFINE_OP_SETSCHED: return "setsched";
+    case CONFINE_OP_KEY: return "key";
+    case CONFINE_OP_CGROUP: return "cgroup";
+    case CONFINE_OP_SETSOCKOPT: return "setsockopt";
+    case CONFINE_OP_MOUNT: return "mount";
     default: return "unknown";
     }
 }
@@ -47,6 +53,8 @@ const char* reason_name(uint8_t reason) {
     case CONFINE_REASON_OUTSIDE_ROOT: return "outside_root";
     case CONFINE_REASON_TOO_MANY_MOUNTS: return "too_many_mounts";
     case CONFINE_REASON_OWNER_IN_USER_MEMORY: return "owner_in_user_memory";
+    case CONFINE_REASON_MAP_FULL: return "map_full";
+    case CONFINE_REASON_SOURCE_ROUTE: return "source_route";
     default: return nullptr;
     }
 }
@@ -67,7 +75,7 @@ std::string iso_time(int64_t ns) {
 }
 
 std::string inet_target(const confine_inet& in) {
-    const char* scheme = in.proto == IPPROTO_UDP ? "udp" : "tcp";
+    const char* scheme = in.proto == IPPROTO_UDP ? "udp" : in.proto == IPPROTO_SCTP ? "sctp" : "tcp";
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     char buf[INET6_ADDRSTRLEN];
     if (memcmp(in.addr, mapped, 12) == 0) {
@@ -92,6 +100,8 @@ std::string target(const confine_event& e) {
         return fmt::format("pid:{}", e.target.task.tgid);
     case CONFINE_TARGET_PGRP:
         return fmt::format("pgrp:{}", e.target.task.tgid);
+    case CONFINE_TARGET_KEY:
+        return fmt::format("key:{}", e.target.key.serial);
     default:
         return "";
     }
@@ -154,9 +164,17 @@ std::string AuditLog::format(const confine_event& e) const {
             line += fmt::format(R"(,"target_comm":{})", json_quote({t.comm, strnlen(t.comm, sizeof t.comm)}));
         if (e.op == CONFINE_OP_SIGNAL) line += fmt::format(R"(,"signal":{})", t.signal);
     }
-    if (e.target_kind == CONFINE_TARGET_NONE &&
-        (e.op == CONFINE_OP_CONNECT || e.op == CONFINE_OP_SOCKET))
-        line += fmt::format(R"(,"family":{})", e.target_len);
+    if (e.target_kind == CONFINE_TARGET_SOCKET) {
+        const auto& k = e.target.sock;
+        line += fmt::format(R"(,"family":{})", k.family);
+        if (k.type) line += fmt::format(R"(,"type":{})", k.type);
+        if (k.protocol) line += fmt::format(R"(,"protocol":{})", k.protocol);
+    }
+    if (e.target_kind == CONFINE_TARGET_KEY) {
+        const auto& k = e.target.key;
+        line += fmt::format(R"(,"description":{})",
+                            json_quote({k.description, strnlen(k.description, sizeof k.description)}));
+    }
     return line + "}";
 }
 
@@ -165,6 +183,12 @@ void AuditLog::event(const confine_event& e) { write_line(format(e)); }
 void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
     write_line(fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"lost","count":{}}})",
                            iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count));
+}
+
+void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
+    write_line(fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"inbound","target":"","count":{},"verdict":"{}","mode":"{}"}})",
+                           iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count,
+                           audit_mode_ ? "allow" : "deny", audit_mode_ ? "audit" : "enforce"));
 }
 
 void AuditLog::write_line(std::string line) {

@@ -21,6 +21,9 @@ public:
 
     void event(const confine_event& e);
     void lost(uint64_t cgroup_id, uint64_t count);
+    // Packets from off the machine the job's sockets never got (one record,
+    // at the job's end; a flood must not become a flood of lines).
+    void inbound(uint64_t cgroup_id, uint64_t count);
 
     // The JSON line for an event, without the newline (exposed for tests).
     std::string format(const confine_event& e) const;

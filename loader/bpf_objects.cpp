@@ -46,7 +46,7 @@ const Feature kFeatures[] = {
     {"net", net_bpf__elf_bytes},
     {"proc", proc_bpf__elf_bytes},
 };
-const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules"};
+const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules", "job_keys"};
 
 // Pins are per build: objects from another confine version keep serving
 // their own jobs and never meet this build's maps.
@@ -88,6 +88,13 @@ constexpr OptionalHook kOptionalHooks[] = {
     // 6.8 ("lsm: new security_file_ioctl_compat() hook") split 32-bit
     // ioctls off file_ioctl; before, file_ioctl sees them.
     {"confine_file_ioctl_compat", "bpf_lsm_file_ioctl_compat"},
+    {"confine_fs_file_ioctl_compat", "bpf_lsm_file_ioctl_compat"},
+    // 6.17 ("fs: introduce file_getattr and file_setattr syscalls").
+    {"confine_inode_file_setattr", "bpf_lsm_inode_file_setattr"},
+    // 6.2 moved POSIX ACLs off the xattr hooks onto their own; before,
+    // inode_setxattr/inode_removexattr see them.
+    {"confine_inode_set_acl", "bpf_lsm_inode_set_acl"},
+    {"confine_inode_remove_acl", "bpf_lsm_inode_remove_acl"},
 };
 
 // The kernel's BTF, parsed once: it takes tens of milliseconds under TCG.

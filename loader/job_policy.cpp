@@ -109,11 +109,36 @@ JobPolicy::JobPolicy(JobPolicy&& o) noexcept
     o.net_keys_.clear();
 }
 
+// Forgets the keys of this job and of jobs gone without cleaning up (a
+// killed confine). BPF has no key_free hook after 6.1; an entry left
+// behind only takes room, since every key_alloc resets its address's entry.
+void forget_keys(const BpfObjects& objs, uint64_t job) {
+    int keys = objs.map_fd("job_keys"), jobs = objs.map_fd("jobs");
+    std::vector<uint64_t> stale;
+    uint64_t addr = 0;
+    for (int err = bpf_map_get_next_key(keys, nullptr, &addr); err == 0;
+         err = bpf_map_get_next_key(keys, &addr, &addr)) {
+        uint64_t owner;
+        confine_job j;
+        if (bpf_map_lookup_elem(keys, &addr, &owner) == 0 &&
+            (owner == job || bpf_map_lookup_elem(jobs, &owner, &j) != 0))
+            stale.push_back(addr);
+    }
+    for (uint64_t a : stale) bpf_map_delete_elem(keys, &a);
+}
+
 JobPolicy::~JobPolicy() {
+    if (job_) forget_keys(*objs_, id_);
     if (job_) bpf_map_delete_elem(objs_->map_fd("jobs"), &id_);
     if (ring_) bpf_map_delete_elem(objs_->map_fd("rings"), &id_);
     for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd("fs_rules"), &k);
     for (auto& k : net_keys_) bpf_map_delete_elem(objs_->map_fd("net_rules"), &k);
+}
+
+uint64_t JobPolicy::inbound() const {
+    confine_job job{};
+    if (bpf_map_lookup_elem(objs_->map_fd("jobs"), &id_, &job) != 0) return 0;
+    return job.inbound;
 }
 
 uint64_t JobPolicy::lost() const {

@@ -26,6 +26,8 @@ public:
 
     // Events the job's ring buffer had no room for, so far.
     uint64_t lost() const;
+    // Packets from off the machine dropped on their way to the job's sockets.
+    uint64_t inbound() const;
 
 private:
     JobPolicy(const BpfObjects& objs, uint64_t id) : objs_(&objs), id_(id) {}

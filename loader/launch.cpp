@@ -7,37 +7,88 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/keyctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace confine {
 namespace {
 
 // Everything below runs in the child between clone3 and execve. It reports
-// the first failure's errno through `report` and exits.
-[[noreturn]] void child_fail(int report, int err) {
-    (void)!write(report, &err, sizeof err);
+// the failed step and its errno through `report` and exits.
+enum class Step : int { Exec, Namespace, Privileges, Keyring, Workdir, Fds };
+
+struct Failure {
+    Step step;
+    int err;
+};
+
+[[noreturn]] void child_fail(int report, Step step, int err) {
+    Failure f{step, err};
+    (void)!write(report, &f, sizeof f);
     _exit(127);
+}
+
+const char* step_name(Step s) {
+    switch (s) {
+    case Step::Namespace: return "setting up the job's mount namespace (private /dev/pts and /dev/shm)";
+    case Step::Privileges: return "dropping privileges";
+    case Step::Keyring: return "joining a fresh session keyring";
+    case Step::Workdir: return "entering the workdir";
+    case Step::Fds: return "closing inherited fds";
+    case Step::Exec: break;
+    }
+    return "exec";
+}
+
+bool is_dir(const char* path) {
+    struct stat st {};
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The job's mount namespace, still as root: nothing it mounts propagates
+// back, and its terminals and POSIX shared memory are its own. A private
+// devpts instance holds only the ptys the job opens through /dev/ptmx
+// (which finds the devpts mounted at /dev/pts beside it), so no other
+// session's terminal can be opened; the tmpfs on /dev/shm goes away with
+// the job. Where the machine has no /dev/pts or /dev/shm, there is nothing
+// to hide.
+void private_mounts(const LaunchSpec& s, int report) {
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) child_fail(report, Step::Namespace, errno);
+    if (is_dir("/dev/pts")) {
+        char opts[96];
+        int n = snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620");
+        if (s.tty_gid) snprintf(opts + n, sizeof opts - n, ",gid=%u", static_cast<unsigned>(s.tty_gid));
+        if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) != 0)
+            child_fail(report, Step::Namespace, errno);
+    }
+    if (is_dir("/dev/shm") &&
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+        child_fail(report, Step::Namespace, errno);
 }
 
 void drop_privileges(const LaunchSpec& s, int report) {
     // The bounding set first: it needs CAP_SETPCAP, which setuid takes away.
+    auto fail = [&] { child_fail(report, Step::Privileges, errno); };
     for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) child_fail(report, errno);
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) child_fail(report, errno);
-    if (setgroups(s.groups.size(), s.groups.data()) != 0) child_fail(report, errno);
-    if (setresgid(s.gid, s.gid, s.gid) != 0) child_fail(report, errno);
-    if (setresuid(s.uid, s.uid, s.uid) != 0) child_fail(report, errno);
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) fail();
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) fail();
+    if (setgroups(s.groups.size(), s.groups.data()) != 0) fail();
+    if (setresgid(s.gid, s.gid, s.gid) != 0) fail();
+    if (setresuid(s.uid, s.uid, s.uid) != 0) fail();
     // A root job (--allow-root) keeps its capabilities across setuid(0):
     // clear them explicitly. For other users this is already the case.
     __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[2]{};
-    if (syscall(SYS_capset, &hdr, data) != 0) child_fail(report, errno);
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(report, errno);
+    if (syscall(SYS_capset, &hdr, data) != 0) fail();
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail();
 }
 
 [[noreturn]] void exec_child(const LaunchSpec& s, char* const* argv, char* const* envp,
@@ -49,14 +100,23 @@ void drop_privileges(const LaunchSpec& s, int report) {
 
     // A session of its own: the job has no controlling terminal, so it can't
     // push input into the caller's (TIOCSTI) or signal its process group.
-    if (setsid() < 0) child_fail(report, errno);
+    if (setsid() < 0) child_fail(report, Step::Privileges, errno);
+    private_mounts(s, report);
     drop_privileges(s, report);
+    // A session keyring of the job's own, made as the user: the one
+    // inherited from confine (root's, or the caller's login session) holds
+    // keys the job must not see. No keyrings in the kernel: nothing to hide.
+    if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0 && errno != ENOSYS)
+        child_fail(report, Step::Keyring, errno);
     // If confine dies, so does the job's main process (set after setuid,
     // which clears it).
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (chdir(s.workdir.c_str()) != 0) child_fail(report, errno);
+    if (chdir(s.workdir.c_str()) != 0) child_fail(report, Step::Workdir, errno);
+    // Without a stdout, the job gets no stderr either, never confine's.
+    if (s.stderr_to_stdout && dup2(STDOUT_FILENO, STDERR_FILENO) < 0 && (errno != EBADF || close(STDERR_FILENO) != 0))
+        child_fail(report, Step::Fds, errno);
     // Only 0-2 survive execve; `report` is already close-on-exec.
-    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(report, errno);
+    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(report, Step::Fds, errno);
 
     int err = ENOENT;
     for (const std::string& path : candidates) {
@@ -65,7 +125,7 @@ void drop_privileges(const LaunchSpec& s, int report) {
         if (errno != ENOENT && errno != ENOTDIR) err = errno;
         if (errno != ENOENT && errno != ENOTDIR && errno != EACCES) break;
     }
-    child_fail(report, err);
+    child_fail(report, Step::Exec, err);
 }
 
 // Where to look for argv[0]: itself if it has a '/', else each PATH entry of
@@ -105,7 +165,9 @@ Result<Child> spawn(const LaunchSpec& s) {
 
     int pidfd = -1;
     clone_args args{};
-    args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD;
+    // Fresh IPC and mount namespaces: SysV objects and POSIX message queues
+    // of other processes are out of sight, and the job's own die with it.
+    args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD | CLONE_NEWIPC | CLONE_NEWNS;
     args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
     args.exit_signal = SIGCHLD;
     args.cgroup = static_cast<uint64_t>(s.cgroup_fd);
@@ -115,14 +177,14 @@ Result<Child> spawn(const LaunchSpec& s) {
 
     Child child{static_cast<pid_t>(pid), Fd(pidfd)};
     report_write.reset();
-    int err = 0;
+    Failure f{};
     ssize_t n;
-    do n = read(report_read.get(), &err, sizeof err);
+    do n = read(report_read.get(), &f, sizeof f);
     while (n < 0 && errno == EINTR);
-    if (n == sizeof err) {
+    if (n == sizeof f) {
         waitpid(child.pid, nullptr, 0);
-        Error e = Error::sys("run: cannot run '" + s.argv.front() + "'", err);
-        return fail(e);
+        if (f.step == Step::Exec) return fail(Error::sys("run: cannot run '" + s.argv.front() + "'", f.err));
+        return fail(Error::sys(std::string("run: ") + step_name(f.step) + " for '" + s.argv.front() + "'", f.err));
     }
     return child;
 }

@@ -1,6 +1,9 @@
 // Starting the job: a child born inside its cgroup (clone3 with
-// CLONE_INTO_CGROUP), in a session of its own, as the target user, without
-// capabilities, with no_new_privs, a scrubbed environment and only fds 0-2.
+// CLONE_INTO_CGROUP), in IPC and mount namespaces of its own (private SysV
+// IPC and POSIX message queues; a private devpts on /dev/pts and tmpfs on
+// /dev/shm), in a session of its own with a fresh session keyring, as the
+// target user, without capabilities, with no_new_privs, a scrubbed
+// environment and only fds 0-2.
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +24,8 @@ struct LaunchSpec {
     gid_t gid = 0;
     std::vector<gid_t> groups;
     int cgroup_fd = -1;
+    gid_t tty_gid = 0;             // group of the job's ptys (0: the opener's)
+    bool stderr_to_stdout = false;  // fd 2 carries the audit log: the job writes its own to fd 1
 };
 
 struct Child {

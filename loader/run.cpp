@@ -80,12 +80,17 @@ bool valid_job_id(const std::string& id) {
     return true;
 }
 
+// Where the job's private directories go: <TMPDIR>/confine-<job>.XXXXXX.
+std::string private_dirs_template(const std::string& job) {
+    const char* base = getenv("TMPDIR");
+    return fmt::format("{}/confine-{}.XXXXXX", base && *base ? base : "/tmp", job);
+}
+
 // The job's private HOME and TMPDIR: <TMPDIR>/confine-<job>.XXXXXX/{home,tmp}.
 class PrivateDirs {
 public:
     static Result<PrivateDirs> create(const std::string& job, const User& u, bool keep) {
-        const char* base = getenv("TMPDIR");
-        std::string tmpl = fmt::format("{}/confine-{}.XXXXXX", base && *base ? base : "/tmp", job);
+        std::string tmpl = private_dirs_template(job);
         if (!mkdtemp(tmpl.data())) return fail(Error::sys("run: creating a private directory in " + tmpl));
         PrivateDirs d;
         d.root_ = tmpl;
@@ -167,6 +172,51 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog&
 
 void print_error(const Error& e) { fmt::print(stderr, "confine: {}\n", e.message); }
 
+// A stream someone reads back as a log: a file, a pipe or a socket (not a
+// terminal, which a person reads, nor /dev/null).
+bool log_like(const struct stat& st) { return S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode); }
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// The security team must be able to trust every line of the audit log, so
+// the job never gets to write into it. With --audit-log FILE, FILE must not
+// be in the job's writable set, nor be the file or pipe of the job's stdio.
+// Without it, the log is confine's stderr, and the job's stderr is joined
+// to its stdout (returns true); a stdout that is confine's stderr too
+// (`2>&1` into a file or pipe) would let the job write into the log.
+Result<bool> audit_apart_from_job(const std::string& path, const policy::Compiled& c) {
+    // Whether the job, whose fd 2 is `err_fd`, can write to the file `st`:
+    // through fd 1 or 2, or fd 0 where that is a socket.
+    auto job_writes = [](const struct stat& st, int err_fd) {
+        for (int fd : {0, 1, err_fd}) {
+            struct stat io {};
+            if (fstat(fd, &io) == 0 && log_like(io) && same_file(io, st) && (fd > 0 || S_ISSOCK(io.st_mode)))
+                return true;
+        }
+        return false;
+    };
+    if (path.empty()) {
+        struct stat err {};
+        if (fstat(STDERR_FILENO, &err) == 0 && job_writes(err, STDOUT_FILENO))
+            return fail(Error::msg("audit: confine's stderr, where the audit log goes, is also the job's stdout")
+                            .hint("Pass --audit-log FILE, or give confine's stderr a file or pipe of its own "
+                                  "(not 2>&1), so no line in the log can be forged"));
+        return true;
+    }
+    std::filesystem::path p = std::filesystem::absolute(path);
+    std::error_code ec;
+    std::filesystem::path dir = std::filesystem::canonical(p.parent_path(), ec);
+    std::string resolved = ec ? p.string() : (dir / p.filename()).string();
+    if (policy::access_at(c, resolved) & policy::kWrite)
+        return fail(Error::msg("audit: the audit log " + resolved + " is writable by the job under its policy")
+                        .hint("Put it outside the job's writable set, so no line in it can be forged"));
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0 && job_writes(st, STDERR_FILENO))
+        return fail(Error::msg("audit: the audit log " + path + " is the job's stdin, stdout or stderr")
+                        .hint("Give --audit-log a file or pipe of its own, so no line in it can be forged"));
+    return false;
+}
+
 }  // namespace
 
 int run(const RunOptions& o) {
@@ -191,7 +241,7 @@ int run(const RunOptions& o) {
         }
 
     if (o.print_policy) {
-        std::string base = fmt::format("/tmp/confine-{}.XXXXXX", job);
+        std::string base = private_dirs_template(job);
         auto compiled = policy::compile(*pol, {*workdir, base + "/home", base + "/tmp", user->home});
         if (!compiled) {
             print_error(compiled.error());
@@ -226,7 +276,9 @@ int run(const RunOptions& o) {
         print_error(compiled.error());
         return kExitFailure;
     }
-    auto log = AuditLog::open(o.audit_log, job, compiled->mode == policy::Mode::Audit);
+    auto stderr_to_stdout = audit_apart_from_job(o.audit_log, *compiled);
+    auto log = stderr_to_stdout ? AuditLog::open(o.audit_log, job, compiled->mode == policy::Mode::Audit)
+                                : fail(stderr_to_stdout.error());
     if (!log) {
         print_error(log.error());
         return kExitFailure;
@@ -248,8 +300,9 @@ int run(const RunOptions& o) {
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
     sigprocmask(SIG_BLOCK, &sigs, nullptr);
 
+    const group* tty = getgrnam("tty");
     LaunchSpec spec{o.command, job_environment(*compiled, dirs->home(), dirs->tmp()), *workdir,
-                    user->uid, user->gid, user->groups, cg->fd()};
+                    user->uid, user->gid, user->groups, cg->fd(), tty ? tty->gr_gid : 0, *stderr_to_stdout};
     int status;
     uint64_t reported_lost = 0;
     if (auto child = spawn(spec); child) {
@@ -265,6 +318,7 @@ int run(const RunOptions& o) {
     }
     ring->drain();
     report_lost(*installed, *log, cg->id(), reported_lost);
+    if (uint64_t n = installed->inbound()) log->inbound(cg->id(), n);
     return status;
 }
 

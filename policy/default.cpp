@@ -26,9 +26,12 @@ read = [
 ]
 # The job's own tree, plus the device nodes every shell writes to
 # (`> /dev/null`, the terminal, new ptys): writing them changes no file.
+# /dev/pts and /dev/shm are the job's own: a private devpts instance (only
+# the ptys it opens) and a private tmpfs (POSIX shared memory, semaphores),
+# both gone with the job.
 write = [
   "{workdir}", "{home}", "{tmp}",
-  "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx",
+  "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx", "/dev/shm",
 ]
 # A hostile checkout must not plant hooks or config that run code later,
 # even before these exist.

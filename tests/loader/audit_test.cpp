@@ -107,6 +107,41 @@ TEST(AuditFormat, FileOwnersNameAProcessGroupOrSayWhyNot) {
     EXPECT_NE(line.find(R"("reason":"owner_in_user_memory")"), std::string::npos) << line;
 }
 
+TEST(AuditFormat, RefusedSocketsSayWhatTheyAre) {
+    confine_event e = event(CONFINE_OP_SOCKET);
+    e.target_kind = CONFINE_TARGET_SOCKET;
+    e.target.sock = {2, 5, 132, 0};
+    std::string line = format(e);
+    EXPECT_NE(line.find(R"("target":"","verdict":"deny")"), std::string::npos) << line;
+    EXPECT_NE(line.find(R"("family":2,"type":5,"protocol":132)"), std::string::npos) << line;
+    // A refused sendmsg family is kept too (it used to be dropped).
+    e = event(CONFINE_OP_SENDMSG);
+    e.target_kind = CONFINE_TARGET_SOCKET;
+    e.target.sock = {16, 0, 0, 0};
+    line = format(e);
+    EXPECT_NE(line.find(R"("family":16})"), std::string::npos) << line;
+}
+
+TEST(AuditFormat, SctpTargetsAreNamedSo) {
+    confine_event e = event(CONFINE_OP_CONNECT);
+    e.target_kind = CONFINE_TARGET_INET;
+    const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
+    memcpy(e.target.inet.addr, v4, 16);
+    e.target.inet.port = 9;
+    e.target.inet.proto = IPPROTO_SCTP;
+    EXPECT_NE(format(e).find(R"("target":"sctp://10.0.0.2:9")"), std::string::npos) << format(e);
+}
+
+TEST(AuditFormat, KeysNameTheirSerialAndDescription) {
+    confine_event e = event(CONFINE_OP_KEY);
+    e.target_kind = CONFINE_TARGET_KEY;
+    e.target.key.serial = 123456;
+    strcpy(e.target.key.description, "_uid.1000");
+    std::string line = format(e);
+    EXPECT_NE(line.find(R"("target":"key:123456")"), std::string::npos) << line;
+    EXPECT_NE(line.find(R"("description":"_uid.1000")"), std::string::npos) << line;
+}
+
 TEST(JsonQuote, EscapesQuotesControlsAndStrayBytesButKeepsUtf8) {
     EXPECT_EQ(json_quote("a\"b\\c"), R"("a\"b\\c")");
     EXPECT_EQ(json_quote("tab\tnl\n"), R"("tab\u0009nl\u000a")");

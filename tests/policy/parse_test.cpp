@@ -452,7 +452,7 @@ TEST(DefaultPolicy, ParsesToTheContractsDefault) {
               (Lines{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
                      "/nix/store", "/proc", "/sys", "/dev/random", "/dev/urandom"}));
     EXPECT_EQ(paths(p.fs.write), (Lines{"{workdir}", "{home}", "{tmp}", "/dev/null", "/dev/zero",
-                                        "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx"}));
+                                        "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx", "/dev/shm"}));
     EXPECT_EQ(paths(p.fs.deny_write), (Lines{"{workdir}/.git/hooks", "{workdir}/.git/config"}));
     EXPECT_EQ(paths(p.fs.deny), (Lines{"{user_home}"}));
     EXPECT_FALSE(p.fs.exec.has_value());

@@ -9,6 +9,7 @@
 // key: it shows the race really reaches it, so the test can fail.
 #include <fmt/format.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -106,7 +107,9 @@ TEST_F(FsRaceTest, SwappingADirectorySymlinkNeverLeaksTheKey) {
 // confine keeps decisions on the inode (the decision cache, docs/design.md),
 // so they must not outlive the path they were made for: here a process
 // outside the job moves an allowed directory, and then a mount, under a
-// denied one between two reads of the same file.
+// denied one between two reads of the same file. The job has a mount
+// namespace of its own, so the mount is moved in there (nsenter), as root
+// could.
 TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
     const std::string secret = work() + "/secret", mnt = work() + "/m";
     make_dir(work() + "/pub");
@@ -125,8 +128,17 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
     auto step = [&](int n) { return fmt::format("touch step{0}; while [ ! -e go{0} ]; do sleep 0.05; done; ", n); };
     // Each file is read three times before it moves, so that a cached
     // decision is there to go stale.
-    const std::string cmd = "cat pub/f pub/f pub/f m/f m/f m/f; " + step(1) + "cat secret/pub/f; " + step(2) +
-                            "cat secret/m/f; true";
+    const std::string cmd = "echo $$ >shpid; cat pub/f pub/f pub/f m/f m/f m/f; " + step(1) + "cat secret/pub/f; " +
+                            step(2) + "cat secret/m/f; true";
+    // Moves a mount in the shell's mount namespace.
+    auto move = [&](const std::string& from, const std::string& to) {
+        Result m = run_root(fmt::format("nsenter -t $(cat {}/shpid) -m mount --move {} {}", work(), from, to));
+        EXPECT_EQ(m.status, 0) << m.describe();
+    };
+    auto is_mount = [](const std::string& dir) {
+        struct stat a {}, b {};
+        return stat(dir.c_str(), &a) == 0 && stat((dir + "/..").c_str(), &b) == 0 && a.st_dev != b.st_dev;
+    };
     const std::string policy = make_policy({.deny = {secret}});
     auto play = [&](auto&& begin, auto&& end) {
         auto handle = begin();
@@ -135,14 +147,17 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
         write_file(work() + "/go1", "");
         EXPECT_TRUE(wait_until([&] { return exists(work() + "/step2"); }, 60));
         make_dir(secret + "/m");
-        EXPECT_EQ(mount(mnt.c_str(), (secret + "/m").c_str(), nullptr, MS_MOVE, nullptr), 0) << strerror(errno);
+        move(mnt, secret + "/m");
         write_file(work() + "/go2", "");
         Result r = end(handle);
-        // Put everything back for the next run.
-        EXPECT_EQ(mount((secret + "/m").c_str(), mnt.c_str(), nullptr, MS_MOVE, nullptr), 0) << strerror(errno);
+        // Put everything back for the next run (a job's namespace went
+        // with it, and its moves too).
+        if (is_mount(secret + "/m")) {
+            EXPECT_EQ(mount((secret + "/m").c_str(), mnt.c_str(), nullptr, MS_MOVE, nullptr), 0) << strerror(errno);
+        }
         rmdir((secret + "/m").c_str());
         EXPECT_EQ(rename((secret + "/pub").c_str(), (work() + "/pub").c_str()), 0) << strerror(errno);
-        for (const char* f : {"step1", "step2", "go1", "go2"}) unlink((work() + "/" + f).c_str());
+        for (const char* f : {"step1", "step2", "go1", "go2", "shpid"}) unlink((work() + "/" + f).c_str());
         return r;
     };
 
