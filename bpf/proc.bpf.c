@@ -169,14 +169,15 @@ int BPF_PROG(confine_task_alloc, struct task_struct *task, unsigned long clone_f
 #define MS_PROPAGATION ((1 << 17) | (1 << 18) | (1 << 19) | (1 << 20)) /* UNBINDABLE, PRIVATE, SLAVE, SHARED */
 #define CAP_SYS_ADMIN 21
 
-extern const struct user_namespace init_user_ns __ksym;
+/* Typeless: kernel BTF describes per-CPU variables only. */
+extern const void init_user_ns __ksym;
 
 static __always_inline bool confine_setup(void)
 {
     struct task_struct *task = bpf_get_current_task_btf();
     const struct cred *cred = task->cred;
 
-    return BPF_CORE_READ(cred, user_ns) == &init_user_ns &&
+    return (const void *)BPF_CORE_READ(cred, user_ns) == &init_user_ns &&
            (BPF_CORE_READ(cred, cap_effective.cap[0]) & (1u << CAP_SYS_ADMIN));
 }
 
