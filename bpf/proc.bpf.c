@@ -162,23 +162,24 @@ int BPF_PROG(confine_task_alloc, struct task_struct *task, unsigned long clone_f
  * Filesystems that alias nothing may be mounted fresh. confine's own
  * setup of the job's mount namespace (launch.cpp) runs in the job's cgroup
  * too, as root of the initial user namespace, before it drops every
- * capability: that passes. From include/uapi/linux/mount.h. */
+ * capability: that passes (confine_setup). From include/uapi/linux/mount.h. */
 #define MS_REMOUNT 32
 #define MS_BIND 4096
 #define MS_MOVE 8192
 #define MS_PROPAGATION ((1 << 17) | (1 << 18) | (1 << 19) | (1 << 20)) /* UNBINDABLE, PRIVATE, SLAVE, SHARED */
-#define CAP_SYS_ADMIN 21
 
 /* Typeless: kernel BTF describes per-CPU variables only. */
 extern const void init_user_ns __ksym;
 
+/* Root of the initial user namespace: confine's own setup, or a job run
+ * as root (--allow-root), which has no capability left, so the kernel
+ * refuses its mounts anyway (may_mount, right after this hook). */
 static __always_inline bool confine_setup(void)
 {
     struct task_struct *task = bpf_get_current_task_btf();
     const struct cred *cred = task->cred;
 
-    return (const void *)BPF_CORE_READ(cred, user_ns) == &init_user_ns &&
-           (BPF_CORE_READ(cred, cap_effective.cap[0]) & (1u << CAP_SYS_ADMIN));
+    return (const void *)BPF_CORE_READ(cred, user_ns) == &init_user_ns && BPF_CORE_READ(cred, euid.val) == 0;
 }
 
 static __always_inline bool aliases_nothing(const char *type)
