@@ -191,6 +191,15 @@ void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
                            audit_mode_ ? "allow" : "deny", audit_mode_ ? "audit" : "enforce"));
 }
 
+void AuditLog::limit(uint64_t cgroup_id, std::string_view target, uint64_t count) {
+    // Limits hold in audit mode too (they protect the machine, not files):
+    // the verdict is always deny, the mode says how the job ran.
+    write_line(fmt::format(
+        R"({{"time":"{}","job":{},"cgroup_id":{},"op":"limit","target":{},"count":{},"verdict":"deny","mode":"{}"}})",
+        iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, json_quote(target), count,
+        audit_mode_ ? "audit" : "enforce"));
+}
+
 void AuditLog::write_line(std::string line) {
     line += '\n';
     // One write per line: O_APPEND keeps lines whole between writers.

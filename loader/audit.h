@@ -24,6 +24,9 @@ public:
     // Packets from off the machine the job's sockets never got (one record,
     // at the job's end; a flood must not become a flood of lines).
     void inbound(uint64_t cgroup_id, uint64_t count);
+    // A [limits] limit the job hit: TARGET is memory, pids, cpu or timeout,
+    // COUNT how often (see docs/contract.md). Written at the job's end.
+    void limit(uint64_t cgroup_id, std::string_view target, uint64_t count);
 
     // The JSON line for an event, without the newline (exposed for tests).
     std::string format(const confine_event& e) const;

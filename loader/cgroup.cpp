@@ -7,16 +7,63 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include <fmt/format.h>
 
 namespace confine {
 namespace {
+
+// What [limits] needs: memory.max and memory.swap.max, pids.max, cpu.max.
+constexpr const char* kControllers[] = {"memory", "pids", "cpu"};
 
 Result<void> write_file(const std::string& path, const std::string& value) {
     Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd || ::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
         return fail(Error::sys("cgroup: writing '" + value + "' to " + path));
     return {};
+}
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// Whether NAME is a word of a space-separated list (cgroup.controllers).
+bool listed(const std::string& list, std::string_view name) {
+    std::istringstream words(list);
+    for (std::string w; words >> w;)
+        if (w == name) return true;
+    return false;
+}
+
+// The value of KEY in a flat keyed file ("oom_kill 3" lines); 0 if absent.
+uint64_t keyed(const std::string& path, std::string_view key) {
+    std::ifstream in(path);
+    std::string k;
+    uint64_t v = 0;
+    while (in >> k >> v)
+        if (k == key) return v;
+    return 0;
+}
+
+// Makes CONTROLLER available to DIR's children. cgroup v2 hands a
+// controller to a cgroup's children only through that cgroup's
+// cgroup.subtree_control, and only if the cgroup has it itself, so every
+// level from the root down enables it in turn. Such a level must hold no
+// processes (the no-internal-process rule; the root is exempt): confine's
+// parents only ever hold cgroups.
+Result<void> delegate(const std::string& root, const std::string& dir, const char* controller) {
+    // ROOT, then each cgroup on the way down, DIR included.
+    for (size_t end = root.size();; end = dir.find('/', end + 1)) {
+        std::string control = dir.substr(0, end) + "/cgroup.subtree_control";
+        if (!listed(read_all(control), controller))
+            if (auto r = write_file(control, std::string("+") + controller); !r) return r;
+        if (end >= dir.size()) return {};
+    }
 }
 
 bool populated(const std::string& events) {
@@ -54,7 +101,11 @@ Result<std::string> confine_cgroup(const std::string& sub) {
         if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
             return fail(Error::sys("cgroup: mkdir " + dir).hint("confine must run as root"));
     }
-    return sub.empty() ? path : path + "/" + sub;
+    std::string dir = sub.empty() ? path : path + "/" + sub;
+    // Best effort: a job whose limit needs a controller that couldn't be
+    // enabled fails in set_limits(), with the reason.
+    for (const char* c : kControllers) (void)delegate(*root, dir, c);
+    return dir;
 }
 
 Result<JobCgroup> JobCgroup::create(const std::string& parent, const std::string& name) {
@@ -79,9 +130,83 @@ Result<JobCgroup> JobCgroup::create(const std::string& parent, const std::string
     return cg;
 }
 
+Result<void> JobCgroup::set_limits(const policy::CompiledLimits& l) {
+    struct Setting {
+        const char* key;  // in [limits]
+        const char* controller;
+        const char* file;
+        std::optional<std::string> value;
+        const char* hint;  // when the file is missing
+    };
+    auto number = [](const std::optional<uint64_t>& v) {
+        return v ? std::optional(std::to_string(*v)) : std::nullopt;
+    };
+    const Setting settings[] = {
+        {"memory", "memory", "memory.max", number(l.memory), nullptr},
+        {"swap", "memory", "memory.swap.max", number(l.swap),
+         "This kernel doesn't account swap (built without CONFIG_SWAP, or booted with swapaccount=0)"},
+        {"pids", "pids", "pids.max", number(l.pids), nullptr},
+        {"cpu", "cpu", "cpu.max",
+         l.cpu_quota_us ? std::optional(fmt::format("{} {}", *l.cpu_quota_us, policy::kCpuPeriodUs)) : std::nullopt,
+         "This kernel has no CPU bandwidth control (CONFIG_CFS_BANDWIDTH)"},
+    };
+    for (const Setting& s : settings) {
+        if (!s.value) continue;
+        const std::string why = fmt::format(", so [limits] {} can't be enforced; the job was not started", s.key);
+        const std::string instead = fmt::format("or set {} = \"max\" in [limits] to run without it", s.key);
+        if (!listed(read_all(path_ + "/cgroup.controllers"), s.controller)) {
+            auto root = cgroup2_mount();
+            if (!root) return fail(root.error());
+            if (!listed(read_all(*root + "/cgroup.controllers"), s.controller))
+                return fail(Error::msg(fmt::format("cgroup: the kernel offers cgroup v2 no {} controller (it is not in "
+                                                   "{}/cgroup.controllers){}",
+                                                   s.controller, *root, why))
+                                .hint(fmt::format("Boot a kernel that has it, without cgroup_disable={} and not "
+                                                  "bound to a cgroup v1 hierarchy, {}",
+                                                  s.controller, instead)));
+            if (auto r = delegate(*root, path_.substr(0, path_.rfind('/')), s.controller); !r) {
+                Error e = r.error();
+                e.message += why;
+                // EBUSY, or EOPNOTSUPP once threaded controllers are on.
+                if (e.err == EBUSY || e.err == EOPNOTSUPP)
+                    return fail(std::move(e).hint("cgroup v2 passes a controller down only from a cgroup that holds "
+                                                  "no processes itself: move them out of that cgroup (see its "
+                                                  "cgroup.procs), " + instead));
+                return fail(std::move(e).hint("Enable it there by hand, " + instead));
+            }
+            if (!listed(read_all(path_ + "/cgroup.controllers"), s.controller))
+                return fail(Error::msg(fmt::format("cgroup: the {} controller is not in {}/cgroup.controllers although "
+                                                   "its parents enable it{}",
+                                                   s.controller, path_, why))
+                                .hint("Check the cgroups above it (cgroup.type, cgroup.subtree_control), " + instead));
+        }
+        std::string file = path_ + "/" + s.file;
+        Fd fd(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+        if (!fd) {
+            Error e = Error::sys("cgroup: opening " + file);
+            e.message += why;
+            return fail(std::move(e).hint(s.hint && e.err == ENOENT ? std::string(s.hint) + ": " + instead
+                                                                    : "Check the kernel's cgroup support, " + instead));
+        }
+        if (::write(fd.get(), s.value->data(), s.value->size()) != static_cast<ssize_t>(s.value->size())) {
+            Error e = Error::sys(fmt::format("cgroup: writing '{}' to {}", *s.value, file));
+            e.message += why;
+            return fail(std::move(e).hint("Pick another value, " + instead));
+        }
+    }
+    limits_ = l;
+    return {};
+}
+
+Result<void> JobCgroup::kill() { return write_file(path_ + "/cgroup.kill", "1"); }
+
 Result<void> JobCgroup::kill_and_remove() {
     if (path_.empty()) return {};
-    if (auto r = write_file(path_ + "/cgroup.kill", "1"); !r) return r;
+    if (auto r = kill(); !r) return r;
+    // The job is over: what its limits stopped is final.
+    if (limits_.memory) hits_.memory = keyed(path_ + "/memory.events", "oom_kill");
+    if (limits_.pids) hits_.pids = keyed(path_ + "/pids.events", "max");
+    if (limits_.cpu_quota_us) hits_.cpu = keyed(path_ + "/cpu.stat", "nr_throttled");
 
     // cgroup.events signals POLLPRI when "populated" changes.
     std::string events = path_ + "/cgroup.events";

@@ -1,5 +1,5 @@
-// The job's cgroup: created under a confine-owned parent, emptied with
-// cgroup.kill and removed when the job ends.
+// The job's cgroup: created under a confine-owned parent, limited
+// ([limits]), emptied with cgroup.kill and removed when the job ends.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/fd.h"
+#include "policy/policy.h"
 
 namespace confine {
 
@@ -14,7 +15,16 @@ namespace confine {
 Result<std::string> cgroup2_mount();
 
 // <cgroup2>/confine[/SUB], created if missing: where confine's cgroups live.
+// The memory, pids and cpu controllers are enabled down to it (where the
+// kernel lets us), so that the cgroups below can be limited.
 Result<std::string> confine_cgroup(const std::string& sub = "");
+
+// How often the job's limits stopped it, from its cgroup's counters.
+struct LimitHits {
+    uint64_t memory = 0;  // memory.events oom_kill: processes OOM-killed
+    uint64_t pids = 0;    // pids.events max: forks refused
+    uint64_t cpu = 0;     // cpu.stat nr_throttled: periods the job was throttled in
+};
 
 class JobCgroup {
 public:
@@ -29,15 +39,30 @@ public:
     uint64_t id() const { return id_; }
     const std::string& path() const { return path_; }
 
+    // Writes the limits that are set (memory.max, memory.swap.max,
+    // pids.max, cpu.max); call it before the first process enters. Fails,
+    // naming the controller or file and what to do, if a limit can't be
+    // enforced here.
+    Result<void> set_limits(const policy::CompiledLimits& limits);
+
+    // SIGKILL to every process in the cgroup (cgroup.kill); doesn't wait.
+    Result<void> kill();
+
     // Kills every process left in the cgroup, waits until it is empty, and
     // removes it.
     Result<void> kill_and_remove();
+
+    // The counters of the limits that were set, as kill_and_remove() read
+    // them last; zero for the others.
+    const LimitHits& hits() const { return hits_; }
 
 private:
     JobCgroup() = default;
     std::string path_;
     Fd fd_;
     uint64_t id_ = 0;
+    policy::CompiledLimits limits_;
+    LimitHits hits_;
 };
 
 }  // namespace confine

@@ -14,8 +14,8 @@ namespace {
 
 constexpr const char* kUsage = R"(usage:
   confine run [--policy FILE] [--workdir DIR] [--user USER] [--mode enforce|audit]
-              [--audit-log FILE] [--job-id ID] [--allow-root] [--keep-dirs]
-              [--print-policy] [-v] -- CMD [ARG...]
+              [--audit-log FILE] [--job-id ID] [--timeout DURATION] [--allow-root]
+              [--keep-dirs] [--print-policy] [-v] -- CMD [ARG...]
   confine probe [-v]     can this kernel enforce? exit 0, or explain and exit 1
   confine check FILE     validate a policy; errors as FILE:LINE:COL: message
 )";
@@ -28,7 +28,7 @@ int usage_error(const std::string& what) {
 int cmd_run(int argc, char** argv) {
     confine::RunOptions o;
     bool verbose = false;
-    enum { kPolicy = 256, kWorkdir, kUser, kMode, kAuditLog, kJobId, kAllowRoot, kPrintPolicy, kKeepDirs };
+    enum { kPolicy = 256, kWorkdir, kUser, kMode, kAuditLog, kJobId, kAllowRoot, kPrintPolicy, kKeepDirs, kTimeout };
     static const option longopts[] = {
         {"policy", required_argument, nullptr, kPolicy},
         {"workdir", required_argument, nullptr, kWorkdir},
@@ -39,6 +39,7 @@ int cmd_run(int argc, char** argv) {
         {"allow-root", no_argument, nullptr, kAllowRoot},
         {"print-policy", no_argument, nullptr, kPrintPolicy},
         {"keep-dirs", no_argument, nullptr, kKeepDirs},
+        {"timeout", required_argument, nullptr, kTimeout},
         {"verbose", no_argument, nullptr, 'v'},
         {nullptr, 0, nullptr, 0},
     };
@@ -59,6 +60,10 @@ int cmd_run(int argc, char** argv) {
         case kAllowRoot: o.allow_root = true; break;
         case kPrintPolicy: o.print_policy = true; break;
         case kKeepDirs: o.keep_dirs = true; break;
+        case kTimeout:
+            if (auto d = confine::policy::parse_duration(optarg)) o.timeout_s = *d;
+            else return usage_error("--timeout: " + d.error());
+            break;
         case 'v': verbose = true; break;
         default: return usage_error("run: bad option");
         }

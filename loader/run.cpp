@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -145,18 +147,66 @@ void report_lost(const JobPolicy& pol, AuditLog& log, uint64_t cgid, uint64_t& r
     }
 }
 
+// How long a job past its timeout has between SIGTERM and cgroup.kill:
+// enough for a build or test runner to stop its children and flush its
+// output, short enough that a job ignoring SIGTERM is gone soon after its
+// deadline.
+constexpr std::chrono::seconds kTimeoutGrace{5};
+
+// The job's wall-clock limit ([limits] timeout, --timeout): at the deadline
+// SIGTERM to the main process, kTimeoutGrace later cgroup.kill of the job.
+class Deadline {
+public:
+    explicit Deadline(uint64_t timeout_s)
+        : stage_(timeout_s ? Stage::Running : Stage::None),
+          next_(std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s)) {}
+
+    // How long poll() may sleep before the next step is due, at most `cap` ms.
+    int wait_ms(int cap) const {
+        if (stage_ != Stage::Running && stage_ != Stage::Terminating) return cap;
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(next_ - std::chrono::steady_clock::now());
+        return static_cast<int>(std::clamp<int64_t>(left.count(), 0, cap));
+    }
+
+    // Takes the step that is due, if any.
+    void step(const Child& child, JobCgroup& cg) {
+        if ((stage_ != Stage::Running && stage_ != Stage::Terminating) || std::chrono::steady_clock::now() < next_)
+            return;
+        if (stage_ == Stage::Running) {
+            kill(child.pid, SIGTERM);
+            stage_ = Stage::Terminating;
+            next_ += kTimeoutGrace;
+        } else {
+            if (auto r = cg.kill(); !r) {
+                fmt::print(stderr, "confine: {}\n", r.error().message);
+                kill(child.pid, SIGKILL);
+            }
+            stage_ = Stage::Killed;
+        }
+    }
+
+    bool expired() const { return stage_ == Stage::Terminating || stage_ == Stage::Killed; }
+
+private:
+    enum class Stage { None, Running, Terminating, Killed } stage_;
+    std::chrono::steady_clock::time_point next_;
+};
+
 // Waits for the job's main process while writing its audit events, and
-// forwards termination requests to it.
+// forwards termination requests to it. A job still running at its timeout
+// (0: none) is ended (Deadline); `timed_out` says so, and the status is then
+// kExitTimeout whatever the main process's own.
 int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog& log, uint64_t cgid,
-              uint64_t& reported_lost) {
+              uint64_t& reported_lost, JobCgroup& cg, uint64_t timeout_s, bool& timed_out) {
     sigset_t sigs;
     sigemptyset(&sigs);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
     Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
+    Deadline deadline(timeout_s);
 
     for (;;) {
         pollfd fds[3] = {{child.pidfd.get(), POLLIN, 0}, {ring.poll_fd(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
-        if (poll(fds, 3, 1000) < 0 && errno != EINTR) break;
+        if (poll(fds, 3, deadline.wait_ms(1000)) < 0 && errno != EINTR) break;
         ring.drain();
         report_lost(pol, log, cgid, reported_lost);
         if (fds[2].revents & POLLIN) {
@@ -166,8 +216,19 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog&
             while (read(sfd.get(), &si, sizeof si) == sizeof si) kill(child.pid, static_cast<int>(si.ssi_signo));
         }
         if (fds[0].revents & POLLIN) break;
+        deadline.step(child, cg);
     }
-    return wait_status(child);
+    int status = wait_status(child);
+    timed_out = deadline.expired();
+    return timed_out ? kExitTimeout : status;
+}
+
+// One `limit` record for each limit the job hit.
+void report_limits(AuditLog& log, const JobCgroup& cg, bool timed_out) {
+    const LimitHits& h = cg.hits();
+    for (auto [target, count] : {std::pair{"memory", h.memory}, {"pids", h.pids}, {"cpu", h.cpu},
+                                 {"timeout", uint64_t{timed_out}}})
+        if (count) log.limit(cg.id(), target, count);
 }
 
 void print_error(const Error& e) { fmt::print(stderr, "confine: {}\n", e.message); }
@@ -227,6 +288,7 @@ int run(const RunOptions& o) {
         return kExitFailure;
     }
     if (o.mode) pol->mode = *o.mode;
+    if (o.timeout_s) pol->limits.timeout_s = *o.timeout_s;
     std::string job = o.job_id.empty() ? random_job_id() : o.job_id;
     if (!valid_job_id(job)) {
         print_error(Error::msg("run: invalid --job-id '" + job + "'").hint("Use 1-64 of [A-Za-z0-9._-]"));
@@ -287,6 +349,9 @@ int run(const RunOptions& o) {
     // The cgroup inherits this build's programs from its parent the moment
     // it exists; they deny everything until the policy below is in place.
     auto cg = ring ? JobCgroup::create(objs->jobs_parent(), job) : fail(ring.error());
+    // Limits are in place before the job's first process exists.
+    if (cg)
+        if (auto r = cg->set_limits(compiled->limits); !r) cg = fail(r.error());
     auto installed = cg ? JobPolicy::install(*objs, cg->id(), *compiled, ring->map_fd()) : fail(cg.error());
     if (!installed) {
         print_error(installed.error());
@@ -305,8 +370,10 @@ int run(const RunOptions& o) {
                     user->uid, user->gid, user->groups, cg->fd(), tty ? tty->gr_gid : 0, *stderr_to_stdout};
     int status;
     uint64_t reported_lost = 0;
+    bool timed_out = false;
     if (auto child = spawn(spec); child) {
-        status = supervise(*child, *ring, *installed, *log, cg->id(), reported_lost);
+        status = supervise(*child, *ring, *installed, *log, cg->id(), reported_lost, *cg, compiled->limits.timeout_s,
+                           timed_out);
     } else {
         print_error(child.error());
         status = child.error().err == ENOENT ? kExitNotFound : kExitCannotRun;
@@ -319,6 +386,7 @@ int run(const RunOptions& o) {
     ring->drain();
     report_lost(*installed, *log, cg->id(), reported_lost);
     if (uint64_t n = installed->inbound()) log->inbound(cg->id(), n);
+    report_limits(*log, *cg, timed_out);
     return status;
 }
 

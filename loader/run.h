@@ -1,6 +1,7 @@
 // `confine run`: one confined job from start to cleanup.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,11 +20,14 @@ struct RunOptions {
     bool allow_root = false;
     bool print_policy = false;
     bool keep_dirs = false;                   // keep the private HOME and TMPDIR
+    std::optional<uint64_t> timeout_s;        // overrides [limits] timeout; 0: none
     std::vector<std::string> command;
 };
 
 // Exit codes of confine's own failures, as env(1) and timeout(1) use them.
 inline constexpr int kExitFailure = 125, kExitCannotRun = 126, kExitNotFound = 127;
+// The job ran past its timeout, as timeout(1) reports it.
+inline constexpr int kExitTimeout = 124;
 
 // Runs the job; returns the exit status confine should exit with.
 int run(const RunOptions& opts);

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -241,6 +243,64 @@ std::string string_list(const std::vector<std::string>& items) {
     return out + "]";
 }
 
+// MemTotal of /proc/meminfo, in bytes.
+Result<uint64_t> machine_memory() {
+    FILE* f = fopen("/proc/meminfo", "re");
+    if (!f) return fail(Error::sys("limits: reading /proc/meminfo"));
+    unsigned long long kb = 0;
+    char line[256];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "MemTotal: %llu kB", &kb) == 1;
+    fclose(f);
+    if (!found || kb == 0) return fail(Error::msg("limits: /proc/meminfo has no MemTotal"));
+    return static_cast<uint64_t>(kb) * 1024;
+}
+
+// [limits] in the kernel's units, percentages taken of this machine.
+Result<CompiledLimits> compile_limits(const Policy& p, const Vars& vars) {
+    auto error = [&](const Limit& l, Error e) {
+        e.message = Diagnostic{p.source, l.where, std::move(e.message)}.str();
+        return fail(std::move(e));
+    };
+    // Far above any machine; also what the kernel reads as unlimited.
+    constexpr double kHuge = 9.2e18;
+    uint64_t mem_total = vars.mem_total;
+    auto bytes = [&](const Limit& l, const char* key) -> Result<std::optional<uint64_t>> {
+        if (l.kind == Limit::Kind::Unset || l.kind == Limit::Kind::Max) return std::nullopt;
+        if (l.kind == Limit::Kind::Value) return static_cast<uint64_t>(std::min(l.value, kHuge));
+        if (mem_total == 0) {
+            auto m = machine_memory();
+            if (!m) return error(l, Error{fmt::format("limits.{}: {}", key, m.error().message), m.error().err});
+            mem_total = *m;
+        }
+        return static_cast<uint64_t>(static_cast<double>(mem_total) * l.value / 100);
+    };
+
+    CompiledLimits out;
+    auto memory = bytes(p.limits.memory, "memory");
+    if (!memory) return fail(memory.error());
+    auto swap = bytes(p.limits.swap, "swap");
+    if (!swap) return fail(swap.error());
+    out.memory = *memory;
+    out.swap = *swap;
+    if (p.limits.pids.kind == Limit::Kind::Value) out.pids = static_cast<uint64_t>(p.limits.pids.value);
+
+    const Limit& cpu = p.limits.cpu;
+    if (cpu.kind == Limit::Kind::Value || cpu.kind == Limit::Kind::Percent) {
+        unsigned cpus = vars.cpus ? vars.cpus : static_cast<unsigned>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+        double n = cpu.kind == Limit::Kind::Value ? cpu.value : cpus * cpu.value / 100;
+        auto quota = static_cast<uint64_t>(std::llround(n * static_cast<double>(kCpuPeriodUs)));
+        // The kernel refuses a quota under 1 ms.
+        if (quota < 1000)
+            return error(cpu, Error::msg(fmt::format("limits.cpu: {}% of this machine's {} CPUs is {} CPUs, less "
+                                                     "than the kernel's minimum of 0.01; give more",
+                                                     cpu.value, cpus, n)));
+        out.cpu_quota_us = quota;
+    }
+    out.timeout_s = p.limits.timeout_s;
+    return out;
+}
+
 }  // namespace
 
 Result<Compiled> compile(const Policy& p, const Vars& vars) {
@@ -316,6 +376,9 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
     c.user_namespaces = p.user_namespaces;
     c.env_keep = p.env_keep;
     c.env_set = p.env_set;
+    auto limits = compile_limits(p, vars);
+    if (!limits) return fail(std::move(limits.error()));
+    c.limits = *limits;
     return c;
 }
 
@@ -352,6 +415,18 @@ std::string render(const Compiled& c) {
         out +=
             fmt::format("{} {} = {}", i ? "," : "", c.env_set[i].first, quote(c.env_set[i].second));
     out += c.env_set.empty() ? "}\n" : " }\n";
+
+    // Only limits that are set: the rest stay at the kernel's "max".
+    const CompiledLimits& l = c.limits;
+    if (l.memory || l.swap || l.pids || l.cpu_quota_us || l.timeout_s) {
+        out += "\n[limits]\n";
+        if (l.memory) out += fmt::format("memory = {}  # bytes\n", *l.memory);
+        if (l.swap) out += fmt::format("swap = {}  # bytes\n", *l.swap);
+        if (l.pids) out += fmt::format("pids = {}\n", *l.pids);
+        if (l.cpu_quota_us)
+            out += fmt::format("cpu = {}  # CPUs\n", static_cast<double>(*l.cpu_quota_us) / kCpuPeriodUs);
+        if (l.timeout_s) out += fmt::format("timeout = {}  # seconds\n", l.timeout_s);
+    }
     return out;
 }
 

@@ -53,6 +53,25 @@ user_namespaces = false
 # anything secret (tokens, SSH_AUTH_SOCK) stays out. HOME and TMPDIR are
 # always set by confine.
 keep = ["PATH", "LANG", "LC_ALL", "TERM"]
+
+[limits]
+# Half the machine's memory: room for a parallel build, a linker or a test
+# suite, while a runaway job is OOM-killed inside its own cgroup long before
+# the machine runs short and the kernel picks a victim outside it.
+memory = "50%"
+# No swap: a job past its memory is killed at once instead of thrashing the
+# disk and filling the swap that the rest of the machine relies on.
+swap = "0"
+# Tasks count threads too, so a JVM or a parallel build may use hundreds;
+# 4096 leaves plenty of room, while a fork bomb stops there instead of at
+# the kernel's pid_max with the whole machine unable to fork.
+pids = 4096
+# No cap: the job's cgroup already gets only its fair share of the CPUs
+# when others want them (cgroup v2 weights), and a cap would only slow
+# builds on an idle machine.
+cpu = "max"
+# No wall-clock limit by default: only the runner knows how long a task may
+# take (`confine run --timeout`).
 )";
 
 }  // namespace

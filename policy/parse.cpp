@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cctype>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -207,6 +209,46 @@ std::optional<std::string> env_name_problem(std::string_view name) {
     return std::nullopt;
 }
 
+// A plain decimal, "512" or "1.5": no sign, exponent or spaces.
+std::optional<double> parse_decimal(std::string_view s) {
+    size_t dot = s.find('.');
+    auto digits = [](std::string_view d) {
+        return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (dot == std::string_view::npos ? !digits(s) : !digits(s.substr(0, dot)) || !digits(s.substr(dot + 1)))
+        return std::nullopt;
+    double v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, std::chars_format::fixed);
+    if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+// What a [limits] number counts.
+enum class Unit { Bytes, Tasks, Cpus };
+
+// The forms a [limits] key accepts, for messages.
+std::string limit_forms(Unit unit) {
+    switch (unit) {
+        case Unit::Bytes:
+            return "write bytes as an integer (536870912), a size such as \"512M\" or \"2G\" "
+                   "(K, M, G, T: powers of 1024), a share of the machine's memory such as \"50%\", "
+                   "or \"max\"";
+        case Unit::Tasks:
+            return "write a whole number of tasks (processes and threads) such as 1024, or \"max\"";
+        case Unit::Cpus:
+            return "write a number of CPUs such as 1.5, a share of the machine's CPUs such as "
+                   "\"50%\", or \"max\"";
+    }
+    return "";
+}
+
+// pids.max takes at most PID_MAX_LIMIT (include/linux/threads.h, 64-bit).
+constexpr double kPidsMax = 4194304;
+// cpu.max refuses a quota under 1 ms (kernel/sched/core.c, min_cfs_quota_period).
+constexpr double kCpuMin = 0.01;
+// Far below what a chrono deadline in nanoseconds can hold.
+constexpr uint64_t kTimeoutMax = 365ull * 24 * 3600;
+
 class Parser {
 public:
     explicit Parser(std::string_view file) : file_(file) {}
@@ -214,13 +256,14 @@ public:
     Policy run(const toml::table& root) {
         Policy p;
         p.source = file_;
-        check_keys(root, "", {"version", "mode", "filesystem", "network", "process", "env"});
+        check_keys(root, "", {"version", "mode", "filesystem", "network", "process", "env", "limits"});
         version(root, p);
         mode(root, p);
         if (auto* t = table(root, "filesystem")) filesystem(*t, p);
         if (auto* t = table(root, "network")) network(*t, p);
         if (auto* t = table(root, "process")) process(*t, p);
         if (auto* t = table(root, "env")) env(*t, p);
+        if (auto* t = table(root, "limits")) limits(*t, p);
         return p;
     }
 
@@ -248,7 +291,7 @@ private:
             if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
             if (prefix.empty() && node.is_table())
                 error(key.source(), fmt::format("unknown table '{}'; expected one of "
-                                                "filesystem, network, process, env",
+                                                "filesystem, network, process, env, limits",
                                                 key.str()));
             else
                 error(key.source(),
@@ -408,6 +451,107 @@ private:
         }
     }
 
+    // One of memory, swap, pids, cpu: a number, or a string with a unit
+    // suffix, a percentage or "max". Only the form and range are checked
+    // here; compile() turns percentages into amounts for the machine.
+    void limit(const toml::table& t, std::string_view key, Unit unit, Limit& out) {
+        const toml::node* n = t.get(key);
+        if (!n) return;
+        auto bad = [&](std::string why) {
+            error(n->source(), fmt::format("limits.{}: {}; {}", key, why, limit_forms(unit)));
+        };
+        Limit l;
+        l.where = location(n->source());
+        l.kind = Limit::Kind::Value;
+        std::string shown;  // the value as written, for messages
+        if (auto i = n->value_exact<int64_t>()) {
+            shown = fmt::format("{}", *i);
+            if (*i < 0) return bad(shown + " is negative");
+            l.value = static_cast<double>(*i);
+        } else if (auto d = n->value_exact<double>()) {
+            shown = fmt::format("{}", *d);
+            if (unit != Unit::Cpus) return bad(shown + " is not a whole number");
+            if (*d < 0) return bad(shown + " is negative");
+            if (std::isnan(*d)) return bad(shown + " is not a number of CPUs");
+            l.value = *d;
+        } else if (auto s = n->value_exact<std::string>()) {
+            shown = fmt::format("\"{}\"", *s);
+            std::string_view v = *s;
+            if (v == "max") {
+                out = {Limit::Kind::Max, 0, l.where};
+                return;
+            }
+            if (v.starts_with('-')) return bad(shown + " is negative");
+            double scale = 1;
+            if (v.ends_with('%') && unit != Unit::Tasks) {
+                l.kind = Limit::Kind::Percent;
+                v.remove_suffix(1);
+            } else if (unit == Unit::Bytes && !v.empty()) {
+                size_t at = std::string_view("KMGT").find(static_cast<char>(std::toupper(static_cast<unsigned char>(v.back()))));
+                if (at != std::string_view::npos) {
+                    scale = std::ldexp(1.0, 10 * static_cast<int>(at + 1));
+                    v.remove_suffix(1);
+                }
+            }
+            auto number = parse_decimal(v);
+            if (!number)
+                return bad(shown + (unit == Unit::Bytes   ? " is not a size"
+                                    : unit == Unit::Tasks ? " is not a number of tasks"
+                                                          : " is not a number of CPUs"));
+            // Bytes and tasks are whole; a fraction only makes sense with a
+            // unit ("1.5G").
+            bool fraction_ok = unit == Unit::Cpus || l.kind == Limit::Kind::Percent || scale != 1;
+            if (!fraction_ok && *number != std::floor(*number)) return bad(shown + " is not a whole number");
+            l.value = l.kind == Limit::Kind::Percent || unit == Unit::Cpus ? *number : std::floor(*number * scale);
+        } else {
+            error(n->source(), fmt::format("limits.{} must be a number or a string; {}", key, limit_forms(unit)));
+            return;
+        }
+
+        // Values that would stop the job from ever running, or that the
+        // kernel refuses.
+        if (l.kind == Limit::Kind::Percent && l.value > 100) return bad(shown + " is more than the whole machine");
+        if (l.value == 0 && key != "swap") return bad(shown + " would stop the job from running at all");
+        if (unit == Unit::Tasks && l.value > kPidsMax)
+            return bad(fmt::format("{} is more than the kernel allows ({})", shown, kPidsMax));
+        if (unit == Unit::Cpus && l.kind == Limit::Kind::Value && l.value < kCpuMin)
+            return bad(fmt::format("{} is less than the kernel's minimum of {} CPUs (1 ms per 100 ms)", shown,
+                                   kCpuMin));
+        if (unit == Unit::Cpus && l.kind == Limit::Kind::Value && l.value > 1e6)
+            return bad(shown + " is more CPUs than any machine has");
+        out = l;
+    }
+
+    void limits(const toml::table& t, Policy& p) {
+        check_keys(t, "limits", {"memory", "swap", "pids", "cpu", "timeout"});
+        limit(t, "memory", Unit::Bytes, p.limits.memory);
+        limit(t, "swap", Unit::Bytes, p.limits.swap);
+        limit(t, "pids", Unit::Tasks, p.limits.pids);
+        limit(t, "cpu", Unit::Cpus, p.limits.cpu);
+        const toml::node* n = t.get("timeout");
+        if (!n) return;
+        if (auto i = n->value_exact<int64_t>()) {
+            if (*i < 0)
+                error(n->source(), fmt::format("limits.timeout: {} is negative; write \"90s\", \"30m\", "
+                                               "\"2h\" or whole seconds, or 0 for none",
+                                               *i));
+            else if (static_cast<uint64_t>(*i) > kTimeoutMax)
+                error(n->source(), fmt::format("limits.timeout: {} s is longer than a year; leave timeout "
+                                               "out for none",
+                                               *i));
+            else
+                p.limits.timeout_s = static_cast<uint64_t>(*i);
+        } else if (auto s = n->value_exact<std::string>()) {
+            if (auto d = parse_duration(*s))
+                p.limits.timeout_s = *d;
+            else
+                error(n->source(), "limits.timeout: " + d.error());
+        } else {
+            error(n->source(), "limits.timeout must be a duration such as \"90s\", \"30m\" or \"2h\", or "
+                               "whole seconds");
+        }
+    }
+
     std::string file_;
     std::vector<Diagnostic> diags_;
 };
@@ -417,6 +561,27 @@ Diagnostic syntax_error(const toml::parse_error& e, std::string_view filename) {
 }
 
 }  // namespace
+
+std::expected<uint64_t, std::string> parse_duration(std::string_view text) {
+    std::string_view digits = text;
+    uint64_t unit = 1;
+    if (!text.empty()) {
+        size_t at = std::string_view("smh").find(text.back());
+        if (at != std::string_view::npos) {
+            unit = at == 0 ? 1 : at == 1 ? 60 : 3600;
+            digits.remove_suffix(1);
+        }
+    }
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (digits.empty() || end != digits.data() + digits.size() || (ec != std::errc{} && ec != std::errc::result_out_of_range))
+        return std::unexpected(fmt::format("'{}' is not a duration; write \"90s\", \"30m\", \"2h\" or whole "
+                                           "seconds, or 0 for none",
+                                           text));
+    if (ec == std::errc::result_out_of_range || n > kTimeoutMax / unit)
+        return std::unexpected(fmt::format("'{}' is longer than a year; leave the timeout out for none", text));
+    return n * unit;
+}
 
 std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text,
                                                      std::string_view filename) {

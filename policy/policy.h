@@ -48,6 +48,15 @@ struct Endpoint {
     Location where;
 };
 
+// A [limits] value as written. Unset and Max both leave the kernel's
+// default ("max") in place: nothing is written.
+struct Limit {
+    enum class Kind { Unset, Max, Value, Percent };
+    Kind kind = Kind::Unset;
+    double value = 0;  // Value: bytes, tasks or CPUs; Percent: of MemTotal or of the CPUs
+    Location where;
+};
+
 struct Policy {
     std::string source;  // file name, or "<default>"
     int version = 1;
@@ -63,6 +72,10 @@ struct Policy {
     bool user_namespaces = false;
     std::vector<std::string> env_keep;
     std::vector<std::pair<std::string, std::string>> env_set;
+    struct {
+        Limit memory, swap, pids, cpu;
+        uint64_t timeout_s = 0;  // wall clock; 0: none
+    } limits;
 };
 
 // Every error found, not only the first.
@@ -71,6 +84,11 @@ std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text,
 // Reads and parses FILE; all diagnostics joined in the error message.
 Result<Policy> parse_file(const std::string& file);
 
+// A duration: "90s", "30m", "2h", or whole seconds ("90"). Returns seconds
+// (0: no timeout), or what is wrong with TEXT. [limits] timeout and
+// `confine run --timeout` both read it.
+std::expected<uint64_t, std::string> parse_duration(std::string_view text);
+
 // The contract's embedded default policy.
 std::string_view default_policy_text();
 Policy default_policy();
@@ -78,6 +96,10 @@ Policy default_policy();
 // Values of the policy variables for one job.
 struct Vars {
     std::string workdir, home, tmp, user_home;
+    // What [limits] percentages are of; 0: read from this machine
+    // (/proc/meminfo's MemTotal, the online CPUs).
+    uint64_t mem_total = 0;  // bytes
+    unsigned cpus = 0;
 };
 
 // Access bits; equal to CONFINE_FS_* in bpf/fs.h.
@@ -86,6 +108,17 @@ inline constexpr uint8_t kRead = 0x1, kWrite = 0x2, kExec = 0x4;
 struct FsEntry {
     std::string prefix;  // absolute, normalized, symlinks resolved, no trailing '/' (but "/")
     uint8_t access = 0;  // effective access at and below prefix until a longer entry
+};
+
+// cpu.max's period: the quota is the number of CPUs times this.
+inline constexpr uint64_t kCpuPeriodUs = 100000;
+
+// [limits] as the job's cgroup gets them. Absent: no limit, nothing written.
+struct CompiledLimits {
+    std::optional<uint64_t> memory, swap;  // memory.max, memory.swap.max (bytes)
+    std::optional<uint64_t> pids;          // pids.max (tasks: processes and threads)
+    std::optional<uint64_t> cpu_quota_us;  // cpu.max "QUOTA 100000"
+    uint64_t timeout_s = 0;                // 0: none
 };
 
 struct Compiled {
@@ -105,6 +138,7 @@ struct Compiled {
     bool user_namespaces = false;
     std::vector<std::string> env_keep;
     std::vector<std::pair<std::string, std::string>> env_set;
+    CompiledLimits limits;
 };
 
 // Names accepted in [network] families, and their AF_* numbers.

@@ -492,5 +492,84 @@ TEST(CompileListable, DirectoriesAboveReadableRulesThatNoRuleCoversMayBeListed) 
         << render(*c);
 }
 
+// ---- [limits] ----
+
+// TEXT's [limits] compiled for a machine with MEM_TOTAL bytes and CPUS CPUs.
+Result<CompiledLimits> limits(std::string_view text, uint64_t mem_total = 8ull << 30, unsigned cpus = 4) {
+    auto p = parse("version = 1\n[limits]\n" + std::string(text), "p.toml");
+    if (!p) {
+        for (const auto& d : p.error()) ADD_FAILURE() << d.str();
+        return fail(Error::msg("parse"));
+    }
+    auto c = compile(*p, Vars{"/w", "/h", "/t", "/u", mem_total, cpus});
+    if (!c) return fail(c.error());
+    return c->limits;
+}
+
+TEST(CompileLimits, AmountsInTheKernelsUnits) {
+    auto l = limits("memory = \"64M\"\nswap = \"0\"\npids = 32\ncpu = 0.25\ntimeout = \"2m\"\n");
+    ASSERT_TRUE(l) << l.error().message;
+    EXPECT_EQ(l->memory, 64ull << 20);
+    EXPECT_EQ(l->swap, 0u);
+    EXPECT_EQ(l->pids, 32u);
+    EXPECT_EQ(l->cpu_quota_us, 25000u);  // of kCpuPeriodUs
+    EXPECT_EQ(kCpuPeriodUs, 100000u);
+    EXPECT_EQ(l->timeout_s, 120u);
+}
+
+TEST(CompileLimits, PercentagesAreOfThisMachine) {
+    auto l = limits("memory = \"50%\"\nswap = \"12.5%\"\ncpu = \"50%\"\n", 8ull << 30, 4);
+    ASSERT_TRUE(l) << l.error().message;
+    EXPECT_EQ(l->memory, 4ull << 30);
+    EXPECT_EQ(l->swap, 1ull << 30);
+    EXPECT_EQ(l->cpu_quota_us, 200000u);  // 2 of 4 CPUs
+    l = limits("cpu = \"100%\"\n", 1 << 30, 1);
+    ASSERT_TRUE(l) << l.error().message;
+    EXPECT_EQ(l->cpu_quota_us, 100000u);
+}
+
+TEST(CompileLimits, MaxAndAbsentWriteNothing) {
+    for (const char* text : {"", "memory = \"max\"\nswap = \"max\"\npids = \"max\"\ncpu = \"max\"\n"}) {
+        auto l = limits(text);
+        ASSERT_TRUE(l) << l.error().message;
+        EXPECT_FALSE(l->memory || l->swap || l->pids || l->cpu_quota_us) << text;
+        EXPECT_EQ(l->timeout_s, 0u);
+    }
+}
+
+TEST(CompileLimits, ReadsTheMachineWhenNotGiven) {
+    auto l = limits("memory = \"100%\"\ncpu = \"100%\"\n", 0, 0);
+    ASSERT_TRUE(l) << l.error().message;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    // MemTotal is physical memory less what the kernel keeps for itself.
+    EXPECT_GT(*l->memory, static_cast<uint64_t>(pages * page) / 2);
+    EXPECT_LE(*l->memory, static_cast<uint64_t>(pages * page));
+    EXPECT_EQ(l->cpu_quota_us, static_cast<uint64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * kCpuPeriodUs);
+}
+
+TEST(CompileLimits, ACpuShareBelowTheKernelsMinimumIsAnError) {
+    auto l = limits("cpu = \"0.5%\"\n", 8ull << 30, 1);
+    ASSERT_FALSE(l);
+    EXPECT_EQ(l.error().message,
+              "p.toml:3:7: limits.cpu: 0.5% of this machine's 1 CPUs is 0.005 CPUs, less than the kernel's minimum "
+              "of 0.01; give more");
+}
+
+TEST(CompileLimits, RenderShowsTheLimitsThatAreSet) {
+    Policy p;
+    p.limits.memory = {Limit::Kind::Value, 1 << 20, {}};
+    p.limits.swap = {Limit::Kind::Value, 0, {}};
+    p.limits.cpu = {Limit::Kind::Value, 1.5, {}};
+    p.limits.timeout_s = 90;
+    auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
+    ASSERT_TRUE(c) << c.error().message;
+    std::string r = render(*c);
+    EXPECT_NE(r.find("\n[limits]\nmemory = 1048576  # bytes\nswap = 0  # bytes\ncpu = 1.5  # CPUs\n"
+                     "timeout = 90  # seconds\n"),
+              std::string::npos)
+        << r;
+    EXPECT_EQ(render(Compiled{}).find("[limits]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace confine::policy

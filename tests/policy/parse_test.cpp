@@ -166,7 +166,7 @@ TEST(ParseErrors, UnknownKeyNamesItAndTheKeysExpected) {
                      "deny_write, deny, exec"}));
     EXPECT_EQ(errors("version = 1\nmodee = \"audit\"\n"),
               (Lines{"p.toml:2:1: unknown key 'modee'; expected one of version, mode, filesystem, "
-                     "network, process, env"}));
+                     "network, process, env, limits"}));
     EXPECT_EQ(errors("version = 1\n[network]\nconect = []\n"),
               (Lines{"p.toml:3:1: unknown key 'network.conect'; expected one of connect, bind, families"}));
     EXPECT_EQ(errors("version = 1\n[process]\nuserns = true\n"),
@@ -178,7 +178,7 @@ TEST(ParseErrors, UnknownKeyNamesItAndTheKeysExpected) {
 TEST(ParseErrors, UnknownTable) {
     EXPECT_EQ(errors("version = 1\n[filesytem]\nread = []\n"),
               (Lines{"p.toml:2:2: unknown table 'filesytem'; expected one of filesystem, network, "
-                     "process, env"}));
+                     "process, env, limits"}));
     EXPECT_EQ(errors("version = 1\n[network.proxy]\nx = 1\n"),
               (Lines{"p.toml:2:10: unknown key 'network.proxy'; expected one of connect, bind, families"}));
 }
@@ -380,8 +380,130 @@ keep = ["HOME"]
                "p.toml:9:19: process.user_namespaces must be true or false",
                "p.toml:11:9: env.keep: HOME is set by confine (to {home}) and can't be kept or set",
                "p.toml:12:2: unknown table 'extra'; expected one of filesystem, network, "
-               "process, env",
+               "process, env, limits",
            }));
+}
+
+// ---- [limits] ----
+
+TEST(Parse, LimitsInEachForm) {
+    auto limits = [](std::string_view body) { return parse_ok("version = 1\n[limits]\n" + std::string(body)).limits; };
+    using K = Limit::Kind;
+    auto is = [](const Limit& l, K kind, double value) { return l.kind == kind && l.value == value; };
+
+    auto l = limits("memory = 536870912\nswap = \"0\"\npids = 4096\ncpu = 1.5\ntimeout = \"90s\"\n");
+    EXPECT_TRUE(is(l.memory, K::Value, 536870912));
+    EXPECT_EQ(l.memory.where.line, 3);
+    EXPECT_EQ(l.memory.where.col, 10);
+    EXPECT_TRUE(is(l.swap, K::Value, 0));
+    EXPECT_TRUE(is(l.pids, K::Value, 4096));
+    EXPECT_TRUE(is(l.cpu, K::Value, 1.5));
+    EXPECT_EQ(l.timeout_s, 90u);
+
+    // Sizes are powers of 1024, either case; a fraction needs a unit.
+    EXPECT_TRUE(is(limits("memory = \"512M\"\n").memory, K::Value, 512.0 * 1024 * 1024));
+    EXPECT_TRUE(is(limits("memory = \"1.5G\"\n").memory, K::Value, 1.5 * 1024 * 1024 * 1024));
+    EXPECT_TRUE(is(limits("memory = \"2g\"\n").memory, K::Value, 2.0 * 1024 * 1024 * 1024));
+    EXPECT_TRUE(is(limits("memory = \"64K\"\n").memory, K::Value, 64.0 * 1024));
+    EXPECT_TRUE(is(limits("memory = \"1T\"\n").memory, K::Value, 1024.0 * 1024 * 1024 * 1024));
+    EXPECT_TRUE(is(limits("memory = \"4096\"\n").memory, K::Value, 4096));
+    EXPECT_TRUE(is(limits("swap = \"25%\"\n").swap, K::Percent, 25));
+    EXPECT_TRUE(is(limits("memory = \"12.5%\"\n").memory, K::Percent, 12.5));
+    EXPECT_TRUE(is(limits("swap = 0\n").swap, K::Value, 0));
+
+    EXPECT_TRUE(is(limits("cpu = 2\n").cpu, K::Value, 2));
+    EXPECT_TRUE(is(limits("cpu = \"0.25\"\n").cpu, K::Value, 0.25));
+    EXPECT_TRUE(is(limits("cpu = \"50%\"\n").cpu, K::Percent, 50));
+    EXPECT_TRUE(is(limits("pids = \"64\"\n").pids, K::Value, 64));
+
+    // "max" is written, unlike an absent key, but both mean no limit.
+    l = limits("memory = \"max\"\nswap = \"max\"\npids = \"max\"\ncpu = \"max\"\n");
+    for (const Limit* x : {&l.memory, &l.swap, &l.pids, &l.cpu}) EXPECT_EQ(x->kind, K::Max);
+    l = limits("");
+    for (const Limit* x : {&l.memory, &l.swap, &l.pids, &l.cpu}) EXPECT_EQ(x->kind, K::Unset);
+    EXPECT_EQ(l.timeout_s, 0u);
+    EXPECT_EQ(parse_ok("version = 1\n").limits.timeout_s, 0u);
+
+    EXPECT_EQ(limits("timeout = \"30m\"\n").timeout_s, 1800u);
+    EXPECT_EQ(limits("timeout = \"2h\"\n").timeout_s, 7200u);
+    EXPECT_EQ(limits("timeout = 45\n").timeout_s, 45u);
+    EXPECT_EQ(limits("timeout = 0\n").timeout_s, 0u);
+    EXPECT_EQ(limits("timeout = \"0\"\n").timeout_s, 0u);
+}
+
+TEST(ParseErrors, LimitsSayWhatIsWrongAndWhatToWrite) {
+    const std::string size_forms =
+        "write bytes as an integer (536870912), a size such as \"512M\" or \"2G\" (K, M, G, T: powers of "
+        "1024), a share of the machine's memory such as \"50%\", or \"max\"";
+    const std::string task_forms = "write a whole number of tasks (processes and threads) such as 1024, or \"max\"";
+    const std::string cpu_forms =
+        "write a number of CPUs such as 1.5, a share of the machine's CPUs such as \"50%\", or \"max\"";
+    auto err = [](std::string_view line) { return errors("version = 1\n[limits]\n" + std::string(line) + "\n"); };
+
+    EXPECT_EQ(err("memory = -1"), (Lines{"p.toml:3:10: limits.memory: -1 is negative; " + size_forms}));
+    EXPECT_EQ(err("memory = \"-1G\""), (Lines{"p.toml:3:10: limits.memory: \"-1G\" is negative; " + size_forms}));
+    EXPECT_EQ(err("memory = \"512MB\""), (Lines{"p.toml:3:10: limits.memory: \"512MB\" is not a size; " + size_forms}));
+    EXPECT_EQ(err("memory = \"512 M\""), (Lines{"p.toml:3:10: limits.memory: \"512 M\" is not a size; " + size_forms}));
+    EXPECT_EQ(err("memory = \"1.5\""), (Lines{"p.toml:3:10: limits.memory: \"1.5\" is not a whole number; " + size_forms}));
+    EXPECT_EQ(err("memory = 1.5e9"), (Lines{"p.toml:3:10: limits.memory: 1500000000 is not a whole number; " + size_forms}));
+    EXPECT_EQ(err("memory = \"150%\""),
+              (Lines{"p.toml:3:10: limits.memory: \"150%\" is more than the whole machine; " + size_forms}));
+    EXPECT_EQ(err("memory = 0"),
+              (Lines{"p.toml:3:10: limits.memory: 0 would stop the job from running at all; " + size_forms}));
+    EXPECT_EQ(err("memory = true"),
+              (Lines{"p.toml:3:10: limits.memory must be a number or a string; " + size_forms}));
+    EXPECT_EQ(err("swap = \"lots\""), (Lines{"p.toml:3:8: limits.swap: \"lots\" is not a size; " + size_forms}));
+
+    EXPECT_EQ(err("pids = 0"), (Lines{"p.toml:3:8: limits.pids: 0 would stop the job from running at all; " + task_forms}));
+    EXPECT_EQ(err("pids = -5"), (Lines{"p.toml:3:8: limits.pids: -5 is negative; " + task_forms}));
+    EXPECT_EQ(err("pids = \"50%\""), (Lines{"p.toml:3:8: limits.pids: \"50%\" is not a number of tasks; " + task_forms}));
+    EXPECT_EQ(err("pids = 10.5"), (Lines{"p.toml:3:8: limits.pids: 10.5 is not a whole number; " + task_forms}));
+    EXPECT_EQ(err("pids = 5000000"),
+              (Lines{"p.toml:3:8: limits.pids: 5000000 is more than the kernel allows (4194304); " + task_forms}));
+
+    EXPECT_EQ(err("cpu = 0.001"),
+              (Lines{"p.toml:3:7: limits.cpu: 0.001 is less than the kernel's minimum of 0.01 CPUs (1 ms per 100 "
+                     "ms); " + cpu_forms}));
+    EXPECT_EQ(err("cpu = -1.5"), (Lines{"p.toml:3:7: limits.cpu: -1.5 is negative; " + cpu_forms}));
+    EXPECT_EQ(err("cpu = \"fast\""), (Lines{"p.toml:3:7: limits.cpu: \"fast\" is not a number of CPUs; " + cpu_forms}));
+    EXPECT_EQ(err("cpu = \"2G\""), (Lines{"p.toml:3:7: limits.cpu: \"2G\" is not a number of CPUs; " + cpu_forms}));
+    EXPECT_EQ(err("cpu = \"0%\""),
+              (Lines{"p.toml:3:7: limits.cpu: \"0%\" would stop the job from running at all; " + cpu_forms}));
+    EXPECT_EQ(err("cpu = 1e9"), (Lines{"p.toml:3:7: limits.cpu: 1000000000 is more CPUs than any machine has; " + cpu_forms}));
+
+    EXPECT_EQ(err("timeout = \"1d\""),
+              (Lines{"p.toml:3:11: limits.timeout: '1d' is not a duration; write \"90s\", \"30m\", \"2h\" or whole "
+                     "seconds, or 0 for none"}));
+    EXPECT_EQ(err("timeout = -5"),
+              (Lines{"p.toml:3:11: limits.timeout: -5 is negative; write \"90s\", \"30m\", \"2h\" or whole seconds, "
+                     "or 0 for none"}));
+    EXPECT_EQ(err("timeout = 1.5"),
+              (Lines{"p.toml:3:11: limits.timeout must be a duration such as \"90s\", \"30m\" or \"2h\", or whole "
+                     "seconds"}));
+    EXPECT_EQ(err("timeout = \"10000h\""),
+              (Lines{"p.toml:3:11: limits.timeout: '10000h' is longer than a year; leave the timeout out for none"}));
+
+    EXPECT_EQ(err("mem = \"1G\""),
+              (Lines{"p.toml:3:1: unknown key 'limits.mem'; expected one of memory, swap, pids, cpu, timeout"}));
+    EXPECT_EQ(errors("version = 1\nlimits = \"none\"\n"), (Lines{"p.toml:2:10: limits must be a table"}));
+}
+
+TEST(ParseDuration, SecondsMinutesHoursOrWholeSeconds) {
+    EXPECT_EQ(parse_duration("90s"), 90u);
+    EXPECT_EQ(parse_duration("30m"), 1800u);
+    EXPECT_EQ(parse_duration("2h"), 7200u);
+    EXPECT_EQ(parse_duration("45"), 45u);
+    EXPECT_EQ(parse_duration("0"), 0u);
+    EXPECT_EQ(parse_duration("8760h"), 365u * 24 * 3600);
+    for (const char* bad : {"", "s", "1.5s", "-1s", "1d", "10 s", " 10s", "1h30m", "ten", "0x10"}) {
+        auto d = parse_duration(bad);
+        ASSERT_FALSE(d) << "'" << bad << "' parsed as " << *d;
+        EXPECT_EQ(d.error(), std::string("'") + bad + "' is not a duration; write \"90s\", \"30m\", \"2h\" or "
+                                                      "whole seconds, or 0 for none");
+    }
+    for (const char* big : {"8761h", "99999999999999999999999s"})
+        EXPECT_EQ(parse_duration(big).error(),
+                  std::string("'") + big + "' is longer than a year; leave the timeout out for none");
 }
 
 TEST(Diagnostic, FormatsAsFileLineColMessage) {
@@ -461,6 +583,20 @@ TEST(DefaultPolicy, ParsesToTheContractsDefault) {
     EXPECT_FALSE(p.user_namespaces);
     EXPECT_EQ(p.env_keep, (Lines{"PATH", "LANG", "LC_ALL", "TERM"}));
     EXPECT_TRUE(p.env_set.empty());
+}
+
+// A fork bomb and a memory hog stop inside the job; ordinary work (make -j,
+// a JVM's threads) fits. See default.cpp for why each value.
+TEST(DefaultPolicy, LimitsStopForkBombsAndMemoryHogs) {
+    const auto& l = default_policy().limits;
+    EXPECT_EQ(l.memory.kind, Limit::Kind::Percent);
+    EXPECT_EQ(l.memory.value, 50);
+    EXPECT_EQ(l.swap.kind, Limit::Kind::Value);
+    EXPECT_EQ(l.swap.value, 0);
+    EXPECT_EQ(l.pids.kind, Limit::Kind::Value);
+    EXPECT_EQ(l.pids.value, 4096);
+    EXPECT_EQ(l.cpu.kind, Limit::Kind::Max);
+    EXPECT_EQ(l.timeout_s, 0u);
 }
 
 TEST(DefaultPolicy, TextIsTheParsedText) {
