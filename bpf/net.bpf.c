@@ -714,14 +714,24 @@ int confine_ingress(struct __sk_buff *skb)
     key.port = bpf_ntohs(ports[0]);
     if (rule_allows(&key, CONFINE_NET_CONNECT))
         return 1;
-    __builtin_memcpy(key.addr, local, 16);
+    /* To a bind rule's address: the one the packet came to, or the
+     * wildcard (a socket bound to 0.0.0.0 or :: under such a rule, and
+     * the connections it accepted). Port 0 in a rule: any port. */
     port = bpf_ntohs(ports[1]);
-    key.port = 0;
-    if (rule_allows(&key, CONFINE_NET_BIND))
-        return 1;
-    key.port = port;
-    if (rule_allows(&key, CONFINE_NET_BIND))
-        return 1;
+    for (int i = 0; i < 3; i++) {
+        if (i == 0)
+            __builtin_memcpy(key.addr, local, 16);
+        else
+            __builtin_memset(key.addr, 0, 16);
+        if (i == 1)
+            key.addr[10] = key.addr[11] = 0xff; /* 0.0.0.0 */
+        key.port = 0;
+        if (rule_allows(&key, CONFINE_NET_BIND))
+            return 1;
+        key.port = port;
+        if (rule_allows(&key, CONFINE_NET_BIND))
+            return 1;
+    }
 drop:
     __sync_fetch_and_add(&job->inbound, 1);
     return (job->flags & CONFINE_JOB_AUDIT) ? 1 : 0;
