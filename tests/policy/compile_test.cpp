@@ -82,6 +82,7 @@ protected:
 };
 
 TEST_F(Compile, DefaultPolicyCompiles) {
+    fs::create_directories(at("/user/work/.git"));
     auto c = compile(default_policy(), vars_);
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_EQ(c->mode, Mode::Enforce);
@@ -103,6 +104,9 @@ TEST_F(Compile, DefaultPolicyCompiles) {
     EXPECT_EQ(access_at(*c, at("/user/work/.git/hooks/pre-commit")), kRX);
     EXPECT_EQ(access_at(*c, at("/user/work/.git/config")), kRX);
     EXPECT_EQ(access_at(*c, at("/user/work/.git/config.lock")), kRWX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/commondir")), kRX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/objects/info/alternates")), kRX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/objects/info/commit-graph")), kRWX);
     EXPECT_EQ(access_at(*c, at("/user/.ssh/id_ed25519")), kNone);
     EXPECT_EQ(access_at(*c, at("/user/.claude/.credentials.json")), kNone);
     EXPECT_EQ(access_at(*c, at("/jobhome/.cache/x")), kRWX);

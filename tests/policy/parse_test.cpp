@@ -474,7 +474,8 @@ TEST(DefaultPolicy, ParsesToTheContractsDefault) {
                      "/nix/store", "/proc", "/sys", "/dev/random", "/dev/urandom"}));
     EXPECT_EQ(paths(p.fs.write), (Lines{"{workdir}", "{home}", "{tmp}", "/dev/null", "/dev/zero",
                                         "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx"}));
-    EXPECT_EQ(paths(p.fs.deny_write), (Lines{"{workdir}/.git/hooks", "{workdir}/.git/config"}));
+    EXPECT_TRUE(p.fs.deny_write.empty());
+    EXPECT_EQ(paths(p.fs.protect_git), (Lines{"{workdir}"}));
     EXPECT_EQ(paths(p.fs.deny), (Lines{"{user_home}"}));
     EXPECT_FALSE(p.fs.exec.has_value());
     EXPECT_TRUE(p.net.connect.empty());
