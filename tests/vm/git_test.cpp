@@ -300,9 +300,10 @@ TEST_F(GitTest, OrdinaryAgentGitWorkRunsWithoutADenial) {
 
 // Residual risk, not closed by path rules: a nested repository the job adds
 // as a submodule (a gitlink in the index and a .git in the work tree). The
-// account's `git status` recurses into it and runs its config.
-// `--ignore-submodules=all` (docs/contract.md) keeps git out.
-TEST_F(GitTest, ResidualASubmoduleTheJobAddsIsSafeOnlyWithIgnoreSubmodules) {
+// account's `git status` recurses into it and runs its config. Either of
+// docs/contract.md's remedies keeps git out: --ignore-submodules=all, or
+// no .git below the top (then `add -A` and `commit -a` are safe too).
+TEST_F(GitTest, ResidualASubmoduleTheJobAddsIsSafeOnlyWithTheRemedies) {
     Result prep = run_unconfined(checkout_cmd());
     ASSERT_EQ(prep.status, 0) << prep.describe();
     const std::string cmd = fmt::format(
@@ -315,12 +316,14 @@ TEST_F(GitTest, ResidualASubmoduleTheJobAddsIsSafeOnlyWithIgnoreSubmodules) {
 
     const std::string marker = marks_ + "/submodule";
     Result safe = run_unconfined(fmt::format(
-        "git status --ignore-submodules=all >/dev/null; git diff --ignore-submodules=all >/dev/null; "
-        "test -e {0} && echo ran-safe; git status >/dev/null; test -e {0} && echo ran-plain",
-        marker));
+        "{1} status --ignore-submodules=all >/dev/null; {1} diff --ignore-submodules=all >/dev/null; "
+        "test -e {0} && echo ran-ignoring; git status >/dev/null; test -e {0} && echo ran-plain; rm -f {0}; "
+        "find {2} -mindepth 2 -name .git -prune -exec rm -rf {{}} +; echo more >> README; {1} add -A; "
+        "{1} -c user.name=acct -c user.email=acct@vmtest commit -qam more; test -e {0} && echo ran-after-find",
+        marker, fmt::format("git --git-dir={0}/.git --work-tree={0}", work()), work()));
     EXPECT_EQ(safe.out, "ran-plain\n")
-        << "want: nothing runs with --ignore-submodules=all, the job's code runs with plain `git status` "
-           "(if that changed, update docs/design.md)\n"
+        << "want: the job's code runs with plain `git status` (if that changed, update docs/design.md), and "
+           "not with either remedy\n"
         << safe.describe();
 }
 
