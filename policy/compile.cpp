@@ -5,6 +5,7 @@
 // resolved the same way here (variables, then symlinks), and the routing-table
 // precedence is computed once, here, instead of at every access.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "bpf/fs.h"
 #include <sys/socket.h>
 
+#include "common/fd.h"
 #include "policy/policy.h"
 
 namespace confine::policy {
@@ -60,6 +62,37 @@ bool covers(std::string_view rule, std::string_view path) {
     return path.starts_with(rule) && (path.size() == rule.size() || path[rule.size()] == '/');
 }
 
+// The rule that decides PATH: the longest covering one; at equal length (the
+// same path) the strongest kind.
+const Rule* deciding_rule(const std::vector<Rule>& rules, std::string_view path) {
+    const Rule* best = nullptr;
+    for (const Rule& r : rules) {
+        if (!covers(r.prefix, path)) continue;
+        if (!best || r.prefix.size() > best->prefix.size() ||
+            (r.prefix.size() == best->prefix.size() && r.kind > best->kind))
+            best = &r;
+    }
+    return best;
+}
+
+// What git reads from a git directory as configuration or code, so what a
+// job must not write for the account's git to run later (docs/design.md
+// "What git trusts"). A linked worktree's own git directory and its common
+// directory both get the whole list: git looks for each file in one of them.
+constexpr std::string_view kGitTrusted[] = {
+    "config",                   // core.fsmonitor, core.hooksPath, filters, aliases, includes
+    "config.worktree",          // the same, under extensions.worktreeConfig
+    "hooks",                    // run by commit, merge, checkout, push, even status
+    "commondir",                // moves config, hooks and objects to where it points
+    "objects/info/alternates",  // objects from anywhere the account can read
+    "remotes",                  // remote URLs for names config doesn't define
+    "branches",                 // likewise, the older form
+};
+
+// Git's pointer files ("gitdir: X" in a .git file, X in commondir) are a
+// line of at most a path; a longer one is not followed.
+constexpr size_t kPointerMax = PATH_MAX + 16;
+
 class Compiler {
 public:
     Compiler(const Policy& p, const Vars& vars) : policy_(p), vars_(vars) {}
@@ -89,7 +122,122 @@ public:
         return real;
     }
 
+    // What protect_git makes read-only for the work tree RULE names (docs/design.md
+    // "What git trusts"): .git itself unless it is a directory (else a job
+    // could make it point anywhere, or create it), and kGitTrusted in the
+    // git directory it leads to and in that one's common directory. Paths
+    // come as the kernel will see them: a symlink among them both as itself
+    // (it can be replaced) and resolved (where git reads through it).
+    Result<std::vector<std::string>> git_metadata(const PathRule& rule) {
+        auto top = resolve_rule(rule);
+        if (!top) return fail(std::move(top.error()));
+        std::string base = *top == "/" ? "" : *top;
+        std::string dotgit = base + "/.git";
+        std::vector<std::string> out;
+        struct stat st;
+        if (lstat(dotgit.c_str(), &st) != 0) {
+            if (errno != ENOENT && errno != ENOTDIR)
+                return fail(error(rule, Error::sys(fmt::format("protect_git '{}': lstat {}", rule.path, dotgit))));
+            out.push_back(dotgit);
+            return out;
+        }
+        std::string gitdir = dotgit;
+        if (!S_ISDIR(st.st_mode)) {
+            out.push_back(dotgit);
+            if (S_ISREG(st.st_mode)) {
+                // A linked worktree's or a submodule's "gitdir: PATH".
+                auto target = read_pointer(rule, dotgit, "gitdir: ");
+                if (!target) return fail(std::move(target.error()));
+                if (target->empty()) return out;  // not a gitfile: git won't use it either
+                gitdir = target->starts_with('/') ? *target : base + "/" + *target;
+            } else if (S_ISLNK(st.st_mode)) {
+                // To a git directory, or to nothing yet (which the job could
+                // create): resolve() follows it. A gitfile through a symlink
+                // would have to be read as root through a path the job's
+                // user chose.
+                struct stat target;
+                if (stat(dotgit.c_str(), &target) == 0 && !S_ISDIR(target.st_mode))
+                    return fail(error(rule, fmt::format("protect_git '{}': {} is a symlink to a file; "
+                                                        "make it the gitfile itself, or a symlink to the "
+                                                        "git directory",
+                                                        rule.path, dotgit)));
+            } else {
+                return out;
+            }
+        }
+        auto dir = resolve(gitdir, rule);
+        if (!dir) return fail(std::move(dir.error()));
+        if (auto r = add_trusted(rule, *dir, out); !r) return fail(std::move(r.error()));
+
+        auto common = read_pointer(rule, *dir + "/commondir", "");
+        if (!common) return fail(std::move(common.error()));
+        if (!common->empty()) {
+            auto c = resolve(common->starts_with('/') ? *common : *dir + "/" + *common, rule);
+            if (!c) return fail(std::move(c.error()));
+            if (auto r = add_trusted(rule, *c, out); !r) return fail(std::move(r.error()));
+        }
+        return out;
+    }
+
+    // A path git_metadata() found must fit the BPF key like any rule's.
+    Result<void> check_git_path(const PathRule& rule, const std::string& path) const {
+        if (path.size() + 1 <= CONFINE_RULE_PATH_MAX) return {};
+        return fail(error(rule, fmt::format("protect_git '{}' must protect '{}...' ({} bytes); rule paths "
+                                            "may have at most {} bytes (CONFINE_RULE_PATH_MAX is {} with "
+                                            "the trailing '/')",
+                                            rule.path, path.substr(0, 40), path.size(),
+                                            CONFINE_RULE_PATH_MAX - 1, CONFINE_RULE_PATH_MAX)));
+    }
+
 private:
+    Result<void> add_trusted(const PathRule& rule, const std::string& gitdir, std::vector<std::string>& out) const {
+        for (std::string_view item : kGitTrusted) {
+            std::string literal = (gitdir == "/" ? "" : gitdir) + "/" + std::string(item);
+            auto real = resolve(literal, rule);
+            if (!real) return fail(std::move(real.error()));
+            out.push_back(literal);
+            if (*real != literal) out.push_back(std::move(*real));
+        }
+        return {};
+    }
+
+    // The path in git's pointer file FILE, after PREFIX and without the
+    // line end, as git reads it; empty if FILE is missing, not a regular
+    // file or not of that form. Read as root from a tree the job's user
+    // owns: no symlink is followed, and a FIFO can't block.
+    Result<std::string> read_pointer(const PathRule& rule, const std::string& file,
+                                     std::string_view prefix) const {
+        Fd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+        if (!fd && errno == ELOOP)
+            return fail(error(rule, fmt::format("protect_git '{}': {} is a symlink, which git follows but "
+                                                "confine doesn't read through as root; replace it with "
+                                                "the file it points to",
+                                                rule.path, file)));
+        if (!fd) {
+            if (errno == ENOENT || errno == ENOTDIR) return std::string();
+            return fail(error(rule, Error::sys(fmt::format("protect_git '{}': open {}", rule.path, file))));
+        }
+        struct stat st;
+        if (fstat(fd.get(), &st) != 0)
+            return fail(error(rule, Error::sys(fmt::format("protect_git '{}': fstat {}", rule.path, file))));
+        if (!S_ISREG(st.st_mode)) return std::string();
+        std::string text;
+        char buf[4096];
+        while (text.size() <= kPointerMax) {
+            ssize_t n = ::read(fd.get(), buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0)
+                return fail(error(rule, Error::sys(fmt::format("protect_git '{}': read {}", rule.path, file))));
+            if (n == 0) break;
+            text.append(buf, static_cast<size_t>(n));
+        }
+        if (text.size() > kPointerMax || !text.starts_with(prefix)) return std::string();
+        text.erase(0, prefix.size());
+        while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+        if (text.find('\0') != std::string::npos) return std::string();
+        return text;
+    }
+
     // "FILE:LINE:COL: message", as parse errors read.
     Error error(const PathRule& rule, Error e) const {
         e.message = Diagnostic{policy_.source, rule.where, std::move(e.message)}.str();
@@ -317,6 +465,24 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
             rw.push_back({std::move(*prefix), kind});
         }
     }
+    // Git's trusted files become read-only where the rules above would let
+    // the job write them; elsewhere the job can't change them anyway.
+    std::vector<Rule> git;
+    std::vector<std::string> git_protected;
+    for (const PathRule& r : p.fs.protect_git) {
+        auto paths = compiler.git_metadata(r);
+        if (!paths) return fail(std::move(paths.error()));
+        for (std::string& path : *paths) {
+            const Rule* decides = deciding_rule(rw, path);
+            if (!decides || !(access_of(decides->kind) & kWrite)) continue;
+            if (auto fits = compiler.check_git_path(r, path); !fits) return fail(std::move(fits.error()));
+            git_protected.push_back(path);
+            git.push_back({std::move(path), Kind::DenyWrite});
+        }
+    }
+    rw.insert(rw.end(), git.begin(), git.end());
+    std::sort(git_protected.begin(), git_protected.end());
+    git_protected.erase(std::unique(git_protected.begin(), git_protected.end()), git_protected.end());
     if (p.fs.exec) {
         for (const PathRule& r : *p.fs.exec) {
             auto prefix = compiler.resolve_rule(r);
@@ -347,15 +513,7 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
 
     Compiled c;
     for (std::string& prefix : prefixes) {
-        // Longest covering rule wins; at equal length (the same path) the
-        // strongest kind does.
-        const Rule* best = nullptr;
-        for (const Rule& r : rw) {
-            if (!covers(r.prefix, prefix)) continue;
-            if (!best || r.prefix.size() > best->prefix.size() ||
-                (r.prefix.size() == best->prefix.size() && r.kind > best->kind))
-                best = &r;
-        }
+        const Rule* best = deciding_rule(rw, prefix);
         uint8_t access = best ? access_of(best->kind) : 0;
         bool exec_allowed = !p.fs.exec || std::any_of(exec.begin(), exec.end(), [&](const auto& e) {
             return covers(e, prefix);
@@ -370,6 +528,7 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
     c.exec_allowlist = p.fs.exec.has_value();
     c.guards = std::move(guards);
     c.listable = std::move(listable);
+    c.git_protected = std::move(git_protected);
     // unix, inet and inet6 always; anything else only when the policy says.
     c.families = (1ull << AF_UNIX) | (1ull << AF_INET) | (1ull << AF_INET6);
     for (int f : p.net.families) c.families |= 1ull << f;
@@ -393,6 +552,8 @@ std::string render(const Compiled& c) {
     for (const auto& e : c.fs)
         out += fmt::format("{:<{}}  {}\n", e.prefix, width, access_text(e.access));
     if (!c.listable.empty()) out += "# may be listed (names only): " + string_list(c.listable) + "\n";
+    if (!c.git_protected.empty())
+        out += "# git metadata kept read-only (protect_git): " + string_list(c.git_protected) + "\n";
 
     std::vector<std::string> connect, bind;
     for (const auto& e : c.connect) connect.push_back(endpoint_text(e));

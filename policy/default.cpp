@@ -33,9 +33,12 @@ write = [
   "{workdir}", "{home}", "{tmp}",
   "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx", "/dev/shm",
 ]
-# A hostile checkout must not plant hooks or config that run code later,
-# even before these exist.
-deny_write = ["{workdir}/.git/hooks", "{workdir}/.git/config"]
+# A hostile checkout must not plant anything in the repository's git
+# metadata that the account's own git, run later outside the job, would
+# execute or trust: hooks, config, commondir and the like, even before they
+# exist, and .git itself where it is a file or missing (docs/design.md
+# "What git trusts"; `confine run --print-policy` lists the paths).
+protect_git = ["{workdir}"]
 # The real account home holds credentials. Longer rules inside it, such as a
 # workdir under it, still win.
 deny = ["{user_home}"]

@@ -368,11 +368,12 @@ private:
     }
 
     void filesystem(const toml::table& t, Policy& p) {
-        check_keys(t, "filesystem", {"read", "write", "deny_write", "deny", "exec"});
+        check_keys(t, "filesystem", {"read", "write", "deny_write", "deny", "exec", "protect_git"});
         rules(t, "read", p.fs.read);
         rules(t, "write", p.fs.write);
         rules(t, "deny_write", p.fs.deny_write);
         rules(t, "deny", p.fs.deny);
+        rules(t, "protect_git", p.fs.protect_git);
         if (t.contains("exec")) {
             p.fs.exec.emplace();
             rules(t, "exec", *p.fs.exec);

@@ -64,6 +64,9 @@ struct Policy {
     struct {
         std::vector<PathRule> read, write, deny_write, deny;
         std::optional<std::vector<PathRule>> exec;  // absent: exec follows read
+        // Work trees whose git metadata the account's own git will trust
+        // later: compile() makes what git reads as config or code read-only.
+        std::vector<PathRule> protect_git;
     } fs;
     struct {
         std::vector<Endpoint> connect, bind;
@@ -133,6 +136,9 @@ struct Compiled {
     // they may be listed (names only), so `ls /` works. Nothing below them
     // gains any access.
     std::vector<std::string> listable;
+    // The read-only paths protect_git added (a subset of `fs`), for
+    // --print-policy.
+    std::vector<std::string> git_protected;
     std::vector<Endpoint> connect, bind;
     uint64_t families = 0;  // bit N: sockets of address family N may be created
     bool user_namespaces = false;

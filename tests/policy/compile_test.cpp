@@ -3,6 +3,7 @@
 // the compiled table grants to concrete paths.
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -81,6 +82,7 @@ protected:
 };
 
 TEST_F(Compile, DefaultPolicyCompiles) {
+    fs::create_directories(at("/user/work/.git"));
     auto c = compile(default_policy(), vars_);
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_EQ(c->mode, Mode::Enforce);
@@ -102,6 +104,9 @@ TEST_F(Compile, DefaultPolicyCompiles) {
     EXPECT_EQ(access_at(*c, at("/user/work/.git/hooks/pre-commit")), kRX);
     EXPECT_EQ(access_at(*c, at("/user/work/.git/config")), kRX);
     EXPECT_EQ(access_at(*c, at("/user/work/.git/config.lock")), kRWX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/commondir")), kRX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/objects/info/alternates")), kRX);
+    EXPECT_EQ(access_at(*c, at("/user/work/.git/objects/info/commit-graph")), kRWX);
     EXPECT_EQ(access_at(*c, at("/user/.ssh/id_ed25519")), kNone);
     EXPECT_EQ(access_at(*c, at("/user/.claude/.credentials.json")), kNone);
     EXPECT_EQ(access_at(*c, at("/jobhome/.cache/x")), kRWX);
@@ -453,6 +458,192 @@ TEST_F(Compile, RenderOfAnEmptyPolicy) {
               "\n[network]\nconnect = []\nbind = []\nfamilies = []\n"
               "\n[process]\nuser_namespaces = false\n"
               "\n[env]\nkeep = []\nset = {}\n");
+}
+
+// ---- protect_git -------------------------------------------------------------------------------
+
+// The paths protect_git adds for a git directory G, as compile() lists them.
+std::vector<std::string> trusted_in(const std::string& g) {
+    return {g + "/branches", g + "/commondir", g + "/config", g + "/config.worktree", g + "/hooks",
+            g + "/objects/info/alternates", g + "/remotes"};
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+void write(const std::string& path, std::string_view text) { std::ofstream(path) << text; }
+
+constexpr std::string_view kProtectWorkdir = R"(version = 1
+[filesystem]
+write = ["{workdir}"]
+protect_git = ["{workdir}"]
+)";
+
+TEST_F(Compile, ProtectGitMakesWhatGitTrustsReadOnlyInAGitDirectory) {
+    const std::string w = at("/user/work"), g = w + "/.git";
+    fs::create_directories(g + "/objects/info");
+    auto c = compiled(kProtectWorkdir);
+    EXPECT_EQ(c.git_protected, trusted_in(g));
+    for (const char* rel : {"/config", "/config.worktree", "/hooks", "/hooks/pre-commit", "/commondir",
+                            "/objects/info/alternates", "/remotes/origin", "/branches/b"})
+        EXPECT_EQ(access_at(c, g + rel), kRX) << rel;
+    // What git itself writes while the agent works stays writable: index,
+    // HEAD, refs, objects and packs, commit-graph, lock files, operation
+    // state, linked worktrees and submodules (see docs/design.md).
+    for (const char* rel : {"", "/HEAD", "/index", "/config.lock", "/refs/heads/main", "/packed-refs",
+                            "/objects/ab/cdef", "/objects/pack/p.pack", "/objects/info/commit-graph",
+                            "/objects/info/packs", "/info/exclude", "/info/attributes", "/logs/HEAD",
+                            "/rebase-merge/done", "/worktrees/wt/HEAD", "/modules/sub/config",
+                            "/hooks-old", "/configs"})
+        EXPECT_EQ(access_at(c, g + rel), kRWX) << rel;
+    // Every directory above a protected path is a guard: `mv .git g; echo x >
+    // g/commondir; mv g .git` is refused at the first rename.
+    for (const std::string& guard : {w, g, g + "/objects", g + "/objects/info"})
+        EXPECT_NE(std::find(c.guards.begin(), c.guards.end(), guard), c.guards.end()) << guard;
+    EXPECT_NE(render(c).find("# git metadata kept read-only (protect_git): [\"" + g + "/branches\", "),
+              std::string::npos)
+        << render(c);
+}
+
+TEST_F(Compile, ProtectGitMakesAMissingDotGitReadOnly) {
+    const std::string w = at("/user/work");
+    fs::create_directories(w);
+    auto c = compiled(kProtectWorkdir);
+    // Created by the job, a .git file or directory could point anywhere.
+    EXPECT_EQ(c.git_protected, (std::vector<std::string>{w + "/.git"}));
+    EXPECT_EQ(access_at(c, w + "/.git"), kRX);
+    EXPECT_EQ(access_at(c, w + "/.git/config"), kRX);
+    EXPECT_EQ(access_at(c, w + "/.github"), kRWX);
+    EXPECT_EQ(access_at(c, w + "/src/.git"), kRWX);
+    EXPECT_NE(std::find(c.guards.begin(), c.guards.end(), w), c.guards.end());
+}
+
+TEST_F(Compile, ProtectGitFollowsAGitfileAndTheCommonDirectory) {
+    // A linked worktree: its .git file names the per-worktree git directory,
+    // whose commondir names the main repository's.
+    const std::string w = at("/user/work"), main = at("/main/.git"), wt = main + "/worktrees/work";
+    fs::create_directories(w);
+    fs::create_directories(wt);
+    write(w + "/.git", "gitdir: ../../main/.git/worktrees/work\n");
+    write(wt + "/commondir", "../..\n");
+    auto c = compiled(R"(version = 1
+[filesystem]
+write = ["{workdir}", "@/main"]
+protect_git = ["{workdir}"]
+)");
+    std::vector<std::string> want = {w + "/.git"};
+    for (const auto& g : {wt, main})
+        for (auto& p : trusted_in(g)) want.push_back(p);
+    EXPECT_EQ(c.git_protected, sorted(want));
+    EXPECT_EQ(access_at(c, w + "/.git"), kRX);
+    EXPECT_EQ(access_at(c, wt + "/commondir"), kRX);
+    EXPECT_EQ(access_at(c, wt + "/config.worktree"), kRX);
+    EXPECT_EQ(access_at(c, main + "/config"), kRX);
+    EXPECT_EQ(access_at(c, main + "/hooks/post-checkout"), kRX);
+    EXPECT_EQ(access_at(c, wt + "/HEAD"), kRWX);
+    EXPECT_EQ(access_at(c, wt + "/index"), kRWX);
+    EXPECT_EQ(access_at(c, main + "/refs/heads/x"), kRWX);
+    EXPECT_EQ(access_at(c, main + "/objects/ab/cd"), kRWX);
+
+    // An absolute gitdir and commondir, the same places.
+    write(w + "/.git", "gitdir: " + wt + "\r\n");
+    write(wt + "/commondir", main);
+    EXPECT_EQ(compiled(R"(version = 1
+[filesystem]
+write = ["{workdir}", "@/main"]
+protect_git = ["{workdir}"]
+)").git_protected,
+              sorted(want));
+}
+
+TEST_F(Compile, ProtectGitLeavesAloneWhatTheJobCantWriteAnyway) {
+    // The runner's main repository is outside the job's writable set: only
+    // the .git file in the workdir needs protecting, and no rule above the
+    // repository appears (no guard, nothing listable).
+    const std::string w = at("/user/work"), wt = at("/main/.git/worktrees/work");
+    fs::create_directories(w);
+    fs::create_directories(wt);
+    write(w + "/.git", "gitdir: " + wt + "\n");
+    write(wt + "/commondir", "../..\n");
+    auto c = compiled(kProtectWorkdir);
+    EXPECT_EQ(c.git_protected, (std::vector<std::string>{w + "/.git"}));
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{w, w + "/.git"}));
+    EXPECT_EQ(std::find(c.guards.begin(), c.guards.end(), at("/main")), c.guards.end());
+    EXPECT_EQ(std::find(c.listable.begin(), c.listable.end(), at("/main")), c.listable.end());
+}
+
+TEST_F(Compile, ProtectGitProtectsASymlinkAndWhereItLeads) {
+    const std::string w = at("/user/work"), g = w + "/.git", shared = at("/user/work/shared-hooks");
+    fs::create_directories(g);
+    fs::create_directories(shared);
+    fs::create_directory_symlink(shared, g + "/hooks");
+    auto c = compiled(kProtectWorkdir);
+    // The link can't be replaced, nor can what git reads through it change.
+    EXPECT_EQ(access_at(c, g + "/hooks"), kRX);
+    EXPECT_EQ(access_at(c, shared + "/pre-commit"), kRX);
+    EXPECT_EQ(access_at(c, w + "/shared-hooks-2"), kRWX);
+
+    // A symlinked .git directory: the link, and the files in its target.
+    const std::string w2 = at("/user/work2"), real = at("/user/work2/real-git");
+    fs::create_directories(real);
+    fs::create_directory_symlink(real, w2 + "/.git");
+    vars_.workdir = w2;
+    c = compiled(kProtectWorkdir);
+    std::vector<std::string> want = trusted_in(real);
+    want.push_back(w2 + "/.git");
+    EXPECT_EQ(c.git_protected, sorted(want));
+}
+
+TEST_F(Compile, ProtectGitIgnoresWhatGitWouldNotUse) {
+    const std::string w = at("/user/work");
+    fs::create_directories(w);
+    // Not a gitfile: the file itself is protected, nothing else.
+    write(w + "/.git", "not a gitfile\n");
+    EXPECT_EQ(compiled(kProtectWorkdir).git_protected, (std::vector<std::string>{w + "/.git"}));
+    // A commondir that isn't a regular file (a FIFO must not block the
+    // compiler) is ignored, as git fails to read it.
+    fs::remove(w + "/.git");
+    fs::create_directories(w + "/.git");
+    ASSERT_EQ(mkfifo((w + "/.git/commondir").c_str(), 0600), 0);
+    EXPECT_EQ(compiled(kProtectWorkdir).git_protected, trusted_in(w + "/.git"));
+}
+
+TEST_F(Compile, ProtectGitRefusesPointersItWouldHaveToReadThroughASymlink) {
+    const std::string w = at("/user/work");
+    fs::create_directories(w + "/.git");
+    write(at("/elsewhere"), "/tmp\n");
+    fs::create_symlink(at("/elsewhere"), w + "/.git/commondir");
+    auto c = compile(policy(kProtectWorkdir), vars_);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message, "p.toml:4:16: protect_git '{workdir}': " + w +
+                                     "/.git/commondir is a symlink, which git follows but confine "
+                                     "doesn't read through as root; replace it with the file it points to");
+
+    fs::remove_all(w + "/.git");
+    write(at("/gitfile"), "gitdir: /tmp\n");
+    fs::create_symlink(at("/gitfile"), w + "/.git");
+    c = compile(policy(kProtectWorkdir), vars_);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message, "p.toml:4:16: protect_git '{workdir}': " + w +
+                                     "/.git is a symlink to a file; make it the gitfile itself, or a "
+                                     "symlink to the git directory");
+}
+
+TEST_F(Compile, ProtectGitPathsMustFitTheBpfKey) {
+    // The work tree fits as a rule; its .git/objects/info/alternates doesn't.
+    std::string w = root_ + "/" + std::string(220 - root_.size(), 'w');
+    fs::create_directories(w + "/.git");
+    vars_.workdir = w;
+    auto c = compile(policy(kProtectWorkdir), vars_);
+    ASSERT_FALSE(c);
+    std::string alternates = w + "/.git/objects/info/alternates";
+    EXPECT_EQ(c.error().message,
+              "p.toml:4:16: protect_git '{workdir}' must protect '" + alternates.substr(0, 40) + "...' (" +
+                  std::to_string(alternates.size()) +
+                  " bytes); rule paths may have at most 247 bytes (CONFINE_RULE_PATH_MAX is 248 with "
+                  "the trailing '/')");
 }
 
 TEST(CompileFamilies, FamiliesAlwaysIncludeUnixAndInet) {

@@ -163,7 +163,7 @@ TEST(Parse, UnixNamesUpTo107BytesFit) {
 TEST(ParseErrors, UnknownKeyNamesItAndTheKeysExpected) {
     EXPECT_EQ(errors("version = 1\n[filesystem]\nwrte = []\n"),
               (Lines{"p.toml:3:1: unknown key 'filesystem.wrte'; expected one of read, write, "
-                     "deny_write, deny, exec"}));
+                     "deny_write, deny, exec, protect_git"}));
     EXPECT_EQ(errors("version = 1\nmodee = \"audit\"\n"),
               (Lines{"p.toml:2:1: unknown key 'modee'; expected one of version, mode, filesystem, "
                      "network, process, env, limits"}));
@@ -307,6 +307,27 @@ TEST(ParseErrors, RelativeEmptyAndDotDotPaths) {
     EXPECT_EQ(errors("version = 1\n[filesystem]\nread = [\"/a/..b/c..\"]\n"), Lines{});
 }
 
+TEST(Parse, ProtectGitListsWorkTrees) {
+    Policy p = parse_ok("version = 1\n[filesystem]\nprotect_git = [\"{workdir}\", \"/srv/repo\"]\n");
+    EXPECT_EQ(paths(p.fs.protect_git), (Lines{"{workdir}", "/srv/repo"}));
+    EXPECT_EQ(p.fs.protect_git[1].where.line, 3);
+    EXPECT_EQ(p.fs.protect_git[1].where.col, 29);
+    EXPECT_TRUE(p.fs.deny_write.empty());
+}
+
+TEST(ParseErrors, ProtectGitPathsAreCheckedLikeRules) {
+    EXPECT_EQ(errors("version = 1\n[filesystem]\nprotect_git = [\"repo\", \"{workdir}/../x\", 3]\n"),
+              (Lines{"p.toml:3:16: filesystem.protect_git: path 'repo' is relative; a rule must start "
+                     "with '/' or a variable such as {workdir}",
+                     "p.toml:3:24: filesystem.protect_git: path '{workdir}/../x' contains '..'",
+                     "p.toml:3:42: filesystem.protect_git must be an array of strings"}));
+    EXPECT_EQ(errors("version = 1\n[filesystem]\nprotect_git = \"{workdir}\"\n"),
+              (Lines{"p.toml:3:15: filesystem.protect_git must be an array of strings"}));
+    EXPECT_EQ(errors("version = 1\n[filesystem]\nprotect_git = [\"{nope}\"]\n"),
+              (Lines{"p.toml:3:16: filesystem.protect_git: path '{nope}' uses unknown variable '{nope}'; "
+                     "expected {workdir}, {home}, {tmp} or {user_home}"}));
+}
+
 TEST(ParseErrors, BadVersion) {
     EXPECT_EQ(errors("version = 2\n"),
               (Lines{"p.toml:1:11: unsupported policy version 2; this confine reads version 1"}));
@@ -374,7 +395,7 @@ keep = ["HOME"]
                "p.toml:4:23: filesystem.read: path '{nope}' uses unknown variable '{nope}'; "
                "expected {workdir}, {home}, {tmp} or {user_home}",
                "p.toml:5:1: unknown key 'filesystem.writ'; expected one of read, write, "
-               "deny_write, deny, exec",
+               "deny_write, deny, exec, protect_git",
                "p.toml:7:12: network.connect: bad endpoint 'tcp://proxy:3128': 'proxy' is not "
                "an IP address; host names are not allowed, use an IP literal such as 127.0.0.1",
                "p.toml:9:19: process.user_namespaces must be true or false",
@@ -575,7 +596,8 @@ TEST(DefaultPolicy, ParsesToTheContractsDefault) {
                      "/nix/store", "/proc", "/sys", "/dev/random", "/dev/urandom"}));
     EXPECT_EQ(paths(p.fs.write), (Lines{"{workdir}", "{home}", "{tmp}", "/dev/null", "/dev/zero",
                                         "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx", "/dev/shm"}));
-    EXPECT_EQ(paths(p.fs.deny_write), (Lines{"{workdir}/.git/hooks", "{workdir}/.git/config"}));
+    EXPECT_TRUE(p.fs.deny_write.empty());
+    EXPECT_EQ(paths(p.fs.protect_git), (Lines{"{workdir}"}));
     EXPECT_EQ(paths(p.fs.deny), (Lines{"{user_home}"}));
     EXPECT_FALSE(p.fs.exec.has_value());
     EXPECT_TRUE(p.net.connect.empty());

@@ -749,10 +749,14 @@ TEST_F(FsOpsTest, OddlySpelledPathsAreDecidedOnTheResolvedPath) {
 
 // ---- carve-outs that don't exist yet ----------------------------------------------------------
 
-TEST_F(FsOpsTest, GitCarveOutsHoldBeforeTheyExistInAFreshWorkdir) {
+// An empty .git, as if the runner had only begun a checkout. (Where there is
+// no .git at all, the default policy doesn't let the job create one:
+// GitTest.AJobCannotCreateDotGitWhereThereIsNone.)
+TEST_F(FsOpsTest, GitCarveOutsHoldBeforeTheyExistInAnEmptyDotGit) {
     const std::string cmd =
         "mkdir -p .git/hooks; echo \"mkdir=$?\"; echo x > .git/config; echo \"config=$?\"; "
         "mkdir .git/hooks-old .git/objects && echo others-ok";
+    make_dir(work() + "/.git");
     Result r = run_confined("", cmd);
     EXPECT_EQ(r.status, 0) << r.describe();
     EXPECT_NE(r.out.find("mkdir=1\n"), npos) << r.describe();
@@ -766,6 +770,7 @@ TEST_F(FsOpsTest, GitCarveOutsHoldBeforeTheyExistInAFreshWorkdir) {
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
 
     fs::remove_all(work() + "/.git");
+    make_dir(work() + "/.git");
     Result control = run_unconfined(cmd);
     EXPECT_EQ(control.out, "mkdir=0\nconfig=0\nothers-ok\n") << control.describe();
 }

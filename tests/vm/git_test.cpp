@@ -1,0 +1,363 @@
+// What the account's own git trusts (issue #9, docs/design.md "What git
+// trusts"): the runner's git, run later outside any sandbox in the job's
+// checkout, must not execute or trust anything the job planted in the git
+// metadata.
+//
+// Each vector is planted twice. Without confine (the control), the account's
+// git then demonstrably runs the planted code or follows the planted
+// pointer. By a confined job under the default policy, the write is refused
+// and audited, and the account's git runs nothing. Residual risks that path
+// rules can't close get tests too: the job succeeds, and the account's git
+// run as docs/contract.md tells runners to run it executes nothing.
+//
+// git costs about half a second per command under TCG: the controls run
+// side by side, each in its own copy of the checkout.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <vector>
+
+#include "harness.h"
+
+namespace vmtest {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr auto npos = std::string::npos;
+
+// The git identity jobs commit with (a job's HOME is private and empty).
+constexpr const char* kJobGit = "git -c user.name=job -c user.email=job@vmtest";
+
+// One way to plant something. PLANT runs in the work tree (sh). CHECK is
+// the account's git afterwards, in the same directory: it prints TOKEN if
+// git ran or followed what was planted. OP, TARGET and COMM are the audit
+// line of the confined attempt (TARGET relative to the work tree unless
+// absolute).
+struct Vector {
+    std::string name, plant, check, token, op, target, comm;
+};
+
+class GitTest : public VmTest {
+protected:
+    void SetUp() override {
+        VmTest::SetUp();
+        marks_ = at("marks");
+        make_dir(marks_);
+        make_shared();
+    }
+
+    // Made once per test process, outside each test's own tree: the
+    // upstream (src), with one commit, and a pristine clone of it made by
+    // the account before any job, as a runner does. extensions.worktreeConfig
+    // is on (as `git sparse-checkout` turns it on), so config.worktree
+    // counts. After the clone, src gets a branch and a commit the checkout
+    // lacks: for planted remotes to list and planted alternates to lend.
+    void make_shared() {
+        static std::string error, only_upstream;
+        static bool made = false;
+        if (!made) {
+            made = true;
+            fs::remove_all(shared());
+            for (const char* d : {"", "src", "pristine"}) make_dir(shared(d));
+            Result r = run_unconfined(fmt::format(
+                "set -e; cd {0}; git init -q; echo readme > README; git add README; {1} commit -qm init; "
+                "git clone -q {0} {2}; "
+                "sed -i 's/repositoryformatversion = 0/repositoryformatversion = 1/' {2}/.git/config; "
+                "printf '[extensions]\\n\\tworktreeConfig = true\\n' >> {2}/.git/config; "
+                "git checkout -q -b planted; {1} commit -q --allow-empty -m planted; git rev-parse HEAD",
+                shared("src"), kJobGit, shared("pristine")));
+            if (r.status != 0) error = r.describe();
+            only_upstream = r.out.substr(0, r.out.find('\n'));
+        }
+        ASSERT_EQ(error, "") << "making the upstream and the pristine checkout failed";
+        only_upstream_ = only_upstream;
+    }
+    static std::string shared(const std::string& rel = "") {
+        return "/var/tmp/confine-tests/GitTest-shared" + (rel.empty() ? "" : "/" + rel);
+    }
+
+    // Shell that fills DIR (the work tree by default) with a copy of the
+    // pristine checkout.
+    std::string checkout_cmd(const std::string& dir = ".") const {
+        return fmt::format("cp -a {}/. {}", shared("pristine"), dir);
+    }
+
+    // Config lines, for printf, that make the account's `git status` run
+    // `touch <marks>/NAME`; a pre-commit hook in DIR that does the same;
+    // and the account's git that prints NAME if it ran either.
+    std::string fsmonitor(const std::string& name) const {
+        return fmt::format("'[core]\\n\\tfsmonitor = \"touch {}/{}; false\"\\n'", marks_, name);
+    }
+    std::string hook(const std::string& dir, const std::string& name) const {
+        return fmt::format("printf '#!/bin/sh\\ntouch {}/{}\\n' > {}/pre-commit && chmod +x {}/pre-commit", marks_,
+                           name, dir, dir);
+    }
+    std::string ran_by_status(const std::string& name) const {
+        return fmt::format("git status >/dev/null 2>&1; test -e {0}/{1} && echo {1}", marks_, name);
+    }
+    std::string ran_by_commit(const std::string& name) const {
+        return fmt::format("git -c user.name=acct -c user.email=acct@vmtest commit -q --allow-empty -m probe "
+                           ">/dev/null 2>&1; test -e {0}/{1} && echo {1}",
+                           marks_, name);
+    }
+
+    // Every vector's plant, one after the other, in one confined job.
+    Result plant_confined(const std::string& policy, const std::vector<Vector>& vectors,
+                          const std::string& before = "") {
+        std::string batch = before;
+        for (const auto& v : vectors) batch += "( " + v.plant + " ) 2>/dev/null; ";
+        return run_confined(policy, batch + "echo done");
+    }
+    // Every check, in the work tree: what the account's git ran or followed.
+    Result probe(const std::vector<Vector>& vectors) {
+        std::string cmd;
+        for (const auto& v : vectors) cmd += "( " + v.check + " ); ";
+        return run_unconfined(cmd + "true");
+    }
+    // Each vector alone and unconfined, side by side: SETUP(dir) prepares
+    // the directory DIR as the vector expects, then it is planted and
+    // checked. Each must print its token.
+    void controls(const std::vector<Vector>& vectors, const std::function<std::string(const std::string&)>& setup) {
+        std::vector<Process> procs;
+        procs.reserve(vectors.size());
+        for (size_t i = 0; i < vectors.size(); ++i) {
+            std::string dir = at(fmt::format("control-{}", i));
+            make_dir(dir);
+            procs.push_back(start_unconfined(fmt::format("set -e; cd {}; {}; ( {} ); set +e; {}", dir, setup(dir),
+                                                         vectors[i].plant, vectors[i].check)));
+        }
+        for (size_t i = 0; i < vectors.size(); ++i) {
+            Result c = procs[i].wait();
+            EXPECT_NE(("\n" + c.out).find("\n" + vectors[i].token + "\n"), npos)
+                << vectors[i].name << ": planted without confine, the account's git did not run or follow it\n"
+                << c.describe();
+        }
+    }
+
+    std::string marks_, only_upstream_;
+};
+
+TEST_F(GitTest, NothingPlantedInDotGitRunsInTheAccountsGitLater) {
+    const std::string w = work(), src = shared("src");
+    const std::string followed_alternates =
+        fmt::format("git cat-file -e {} 2>/dev/null && echo alternates", only_upstream_);
+    const std::vector<Vector> vectors = {
+        {"config", "printf " + fsmonitor("config") + " >> .git/config", ran_by_status("config"), "config", "open_write",
+         ".git/config", "sh"},
+        {"hooks", hook(".git/hooks", "hooks"), ran_by_commit("hooks"), "hooks", "create", ".git/hooks/pre-commit",
+         "sh"},
+        // The review's finding: config and hooks are read from where commondir points.
+        {"commondir",
+         "cp -r .git evil-common && printf " + fsmonitor("commondir") +
+             " >> evil-common/config && echo ../evil-common > .git/commondir",
+         ran_by_status("commondir"), "commondir", "create", ".git/commondir", "sh"},
+        {"config.worktree", "printf " + fsmonitor("config-worktree") + " > .git/config.worktree",
+         ran_by_status("config-worktree"), "config-worktree", "create", ".git/config.worktree", "sh"},
+        {"alternates", fmt::format("echo {}/.git/objects > .git/objects/info/alternates", src), followed_alternates,
+         "alternates", "create", ".git/objects/info/alternates", "sh"},
+        {"remotes", fmt::format("mkdir .git/remotes && printf 'URL: {}\\n' > .git/remotes/up", src),
+         "git ls-remote up 2>/dev/null | grep -q refs/heads/planted && echo remotes", "remotes", "mkdir",
+         ".git/remotes", "mkdir"},
+        {"branches", fmt::format("echo '{}#planted' > .git/branches/br", src),
+         "git ls-remote br 2>/dev/null | grep -q refs/heads/planted && echo branches", "branches", "create",
+         ".git/branches/br", "sh"},
+        // Around the rules by moving what holds them: refused at the first move.
+        {"renamed .git",
+         "cp -r .git evil-moved && printf " + fsmonitor("renamed") +
+             " >> evil-moved/config && mv .git g && echo ../evil-moved > g/commondir && mv g .git",
+         ran_by_status("renamed"), "renamed", "rename", ".git", "mv"},
+        {"renamed objects",
+         fmt::format("mv .git/objects o && echo {}/.git/objects > o/info/alternates && mv o .git/objects", src),
+         followed_alternates, "alternates", "rename", ".git/objects", "mv"},
+    };
+
+    Result prep = run_unconfined(checkout_cmd());
+    ASSERT_EQ(prep.status, 0) << prep.describe();
+    const std::string config = read_file(w + "/.git/config");
+    Result r = plant_confined("", vectors);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "done\n") << r.describe();
+    for (const auto& v : vectors) EXPECT_DENIAL(r, v.op, w + "/" + v.target, v.comm) << v.name;
+    EXPECT_EQ(r.audit.size(), vectors.size()) << r.describe();
+    EXPECT_EQ(read_file(w + "/.git/config"), config);
+    for (const char* rel : {".git/commondir", ".git/config.worktree", ".git/objects/info/alternates", ".git/remotes",
+                            ".git/branches/br", ".git/hooks/pre-commit", "g", "o"})
+        EXPECT_FALSE(exists(w + "/" + rel)) << rel << " was planted\n" << r.describe();
+    Result after = probe(vectors);
+    EXPECT_EQ(after.out, "") << "the account's git ran or followed what a confined job planted\n" << after.describe();
+
+    controls(vectors, [&](const std::string&) { return checkout_cmd(); });
+}
+
+// A work tree without .git (the runner checks out later, or the work tree
+// is a directory inside a repository): a .git the job creates, directory,
+// symlink or file, could point the account's git anywhere.
+TEST_F(GitTest, AJobCannotCreateDotGitWhereThereIsNone) {
+    const std::string w = work();
+    auto evil = [&](const std::string& name) {
+        return fmt::format("{} init -q {} && printf {} >> {}/.git/config", kJobGit, name, fsmonitor(name), name);
+    };
+    const std::vector<Vector> vectors = {
+        {"directory", evil("evil-dir") + " && mkdir .git && cp -r evil-dir/.git/. .git/", ran_by_status("evil-dir"),
+         "evil-dir", "mkdir", ".git", "mkdir"},
+        {"symlink", evil("evil-link") + " && ln -s evil-link/.git .git", ran_by_status("evil-link"), "evil-link",
+         "symlink", ".git", "ln"},
+        {"gitfile", evil("evil-file") + " && echo \"gitdir: $PWD/evil-file/.git\" > .git", ran_by_status("evil-file"),
+         "evil-file", "create", ".git", "sh"},
+    };
+
+    Result r = plant_confined("", vectors);
+    EXPECT_EQ(r.out, "done\n") << r.describe();
+    EXPECT_FALSE(fs::exists(fs::symlink_status(w + "/.git"))) << r.describe();
+    for (const auto& v : vectors) EXPECT_DENIAL(r, v.op, w + "/" + v.target, v.comm) << v.name;
+    EXPECT_EQ(r.audit.size(), vectors.size()) << r.describe();
+    Result after = probe(vectors);
+    EXPECT_EQ(after.out, "") << after.describe();
+
+    controls(vectors, [](const std::string&) { return "true"; });
+}
+
+// A linked worktree (`git worktree add`): .git is a file naming the
+// per-worktree git directory in the main repository, whose commondir names
+// the main .git. protect_git follows both. The runner lets the job write the
+// main repository (else it couldn't commit).
+TEST_F(GitTest, ALinkedWorktreesGitfileAndGitDirectoriesAreProtected) {
+    // The main repository in DIR/main, the worktree in DIR/work.
+    auto setup = [&](const std::string& dir) {
+        return fmt::format("mkdir -p {0}/main {0}/work; {1}; cd {0}/main; git worktree add -q {0}/work; cd {0}/work",
+                           dir, checkout_cmd(dir + "/main"));
+    };
+    auto vectors_in = [&](const std::string& main) {
+        const std::string wt = main + "/.git/worktrees/work";
+        return std::vector<Vector>{
+            {"gitfile",
+             fmt::format("{} init -q evil && printf {} >> evil/.git/config && echo \"gitdir: $PWD/evil/.git\" > .git",
+                         kJobGit, fsmonitor("gitfile")),
+             ran_by_status("gitfile"), "gitfile", "open_write", ".git", "sh"},
+            {"commondir",
+             fmt::format("cp -r {0}/.git evil-common && printf {1} >> evil-common/config && "
+                         "echo $PWD/evil-common > {2}/commondir",
+                         main, fsmonitor("commondir"), wt),
+             ran_by_status("commondir"), "commondir", "open_write", wt + "/commondir", "sh"},
+            {"config.worktree", fmt::format("printf {} > {}/config.worktree", fsmonitor("config-worktree"), wt),
+             ran_by_status("config-worktree"), "config-worktree", "create", wt + "/config.worktree", "sh"},
+            {"main hooks", hook(main + "/.git/hooks", "hooks"), ran_by_commit("hooks"), "hooks", "create",
+             main + "/.git/hooks/pre-commit", "sh"},
+        };
+    };
+
+    const std::string w = work(), main = base() + "/main";
+    make_dir(main);
+    Result prep = run_unconfined("set -e; " + setup(base()));
+    ASSERT_EQ(prep.status, 0) << prep.describe();
+    std::string policy = make_policy({.write = {main, "/dev/null"}});
+    policy.replace(policy.find("[filesystem]\n"), 13, "[filesystem]\nprotect_git = [\"{workdir}\"]\n");
+    const auto vectors = vectors_in(main);
+    // The agent's own work in the worktree still goes through.
+    Result r = plant_confined(
+        policy, vectors, fmt::format("echo change >> README && {} commit -qam change && echo committed; ", kJobGit));
+    EXPECT_EQ(r.out, "committed\ndone\n") << r.describe();
+    for (const auto& v : vectors)
+        EXPECT_DENIAL(r, v.op, v.target.starts_with('/') ? v.target : w + "/" + v.target, v.comm) << v.name;
+    EXPECT_EQ(r.audit.size(), vectors.size()) << r.describe();
+    Result after = probe(vectors);
+    EXPECT_EQ(after.out, "") << after.describe();
+
+    // controls() runs each vector in control-I; its main repository is in
+    // control-I/main.
+    std::vector<Vector> control_vectors;
+    for (size_t i = 0; i < vectors.size(); ++i)
+        control_vectors.push_back(vectors_in(at(fmt::format("control-{}", i)) + "/main")[i]);
+    controls(control_vectors, setup);
+}
+
+TEST_F(GitTest, OrdinaryAgentGitWorkRunsWithoutADenial) {
+    Result prep = run_unconfined(checkout_cmd());
+    ASSERT_EQ(prep.status, 0) << prep.describe();
+    // Not `git branch -d/-m`: they rewrite .git/config even when it has no
+    // section for the branch (docs/design.md "What git trusts").
+    const std::string cmd =
+        "set -e; git config --global user.name job; git config --global user.email job@vmtest; "
+        "main=$(git branch --show-current); "
+        "echo a >> README; git add README; git commit -qm a; "
+        "git checkout -q -b feature; echo b > b; git add b; git commit -qm b; "
+        "git checkout -q \"$main\"; echo c > c; git add c; git commit -qm c; "
+        "echo wip >> README; git stash -q; git stash pop -q; git commit -qam wip; "
+        "git merge -q --no-edit feature; "
+        "git checkout -q feature; git rebase -q \"$main\"; git checkout -q \"$main\"; git tag v1; "
+        "git worktree add -q wt; git -C wt log --oneline | wc -l; git worktree remove wt; "
+        "git gc -q; "
+        "git diff HEAD~1 --stat >/dev/null; git status --short; git log --oneline | wc -l";
+    Result r = run_confined("", cmd);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "6\n6\n") << r.describe();
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+    EXPECT_TRUE(exists(work() + "/.git/objects/info/commit-graph"));
+}
+
+// Residual risk, not closed by path rules: a nested repository the job adds
+// as a submodule (a gitlink in the index and a .git in the work tree). The
+// account's `git status` recurses into it and runs its config. Either of
+// docs/contract.md's remedies keeps git out: --ignore-submodules=all, or
+// no .git below the top (then `add -A` and `commit -a` are safe too).
+TEST_F(GitTest, ResidualASubmoduleTheJobAddsIsSafeOnlyWithTheRemedies) {
+    Result prep = run_unconfined(checkout_cmd());
+    ASSERT_EQ(prep.status, 0) << prep.describe();
+    const std::string cmd = fmt::format(
+        "set -e; {0} init -q sub; cd sub; echo a > a; git add a; {0} commit -qm s; cd ..; "
+        "git add sub 2>/dev/null; {0} commit -qm sub; printf {1} >> sub/.git/config; echo planted",
+        kJobGit, fsmonitor("submodule"));
+    Result r = run_confined("", cmd);
+    EXPECT_EQ(r.out, "planted\n") << r.describe();
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+
+    const std::string marker = marks_ + "/submodule";
+    Result safe = run_unconfined(fmt::format(
+        "{1} status --ignore-submodules=all >/dev/null; {1} diff --ignore-submodules=all >/dev/null; "
+        "test -e {0} && echo ran-ignoring; git status >/dev/null; test -e {0} && echo ran-plain; rm -f {0}; "
+        "find {2} -mindepth 2 -name .git -prune -exec rm -rf {{}} +; echo more >> README; {1} add -A; "
+        "{1} -c user.name=acct -c user.email=acct@vmtest commit -qam more; test -e {0} && echo ran-after-find",
+        marker, fmt::format("git --git-dir={0}/.git --work-tree={0}", work()), work()));
+    EXPECT_EQ(safe.out, "ran-plain\n")
+        << "want: the job's code runs with plain `git status` (if that changed, update docs/design.md), and "
+           "not with either remedy\n"
+        << safe.describe();
+}
+
+// Residual risk, not closed by path rules: the job breaks .git (HEAD must
+// stay writable) and makes the work tree itself look like a git directory;
+// git's discovery then takes the work tree for a repository with the job's
+// config. Naming the git directory (--git-dir, or GIT_DIR) fails closed
+// instead; so does safe.bareRepository=explicit.
+TEST_F(GitTest, ResidualABrokenDotGitIsSafeOnlyWithAnExplicitGitDir) {
+    Result prep = run_unconfined(checkout_cmd());
+    ASSERT_EQ(prep.status, 0) << prep.describe();
+    const std::string w = work();
+    const std::string cmd = fmt::format(
+        "set -e; echo garbage > .git/HEAD; echo 'ref: refs/heads/master' > HEAD; mkdir objects refs; "
+        "cp -r .git/objects/. objects/; cp -r .git/refs/. refs/; "
+        "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = %s\\n' \"$PWD\" > config; "
+        "printf {} >> config; "
+        "echo planted",
+        fsmonitor("bare"));
+    Result r = run_confined("", cmd);
+    EXPECT_EQ(r.out, "planted\n") << r.describe();
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+
+    const std::string marker = marks_ + "/bare";
+    Result safe = run_unconfined(fmt::format(
+        "git --git-dir={0}/.git --work-tree={0} status --ignore-submodules=all >/dev/null 2>&1; echo \"rc=$?\"; "
+        "git -c safe.bareRepository=explicit status >/dev/null 2>&1; echo \"rc=$?\"; "
+        "test -e {1} && echo ran-safe; git status >/dev/null 2>&1; test -e {1} && echo ran-plain",
+        w, marker));
+    EXPECT_EQ(safe.out, "rc=128\nrc=128\nran-plain\n")
+        << "want: both safe forms fail closed, plain `git status` runs the job's code "
+           "(if that changed, update docs/design.md)\n"
+        << safe.describe();
+}
+
+}  // namespace
+}  // namespace vmtest
