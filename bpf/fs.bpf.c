@@ -514,6 +514,11 @@ static __always_inline int check_inode_ioctl(struct file *file, unsigned int cmd
     if (cmd != FS_IOC_SETFLAGS && cmd != FS_IOC32_SETFLAGS && cmd != FS_IOC_FSSETXATTR &&
         cmd != FS_IOC_ENABLE_VERITY && cmd != FS_IOC_SET_ENCRYPTION_POLICY)
         return 0;
+    /* Overlayfs asks again for its upper file, on its private mount and
+     * with the mounter's credentials (ovl_security_fileattr): the overlay's
+     * own file was decided first. */
+    if (internal_mount(BPF_CORE_READ(file, f_path.mnt)) || kernel_override(bpf_get_current_task_btf()))
+        return 0;
     return global_file(&file->f_path, CONFINE_OP_SETATTR);
 }
 
