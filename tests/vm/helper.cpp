@@ -76,7 +76,9 @@ int connect_unix(const char* name, bool abstract) {
 #include <fcntl.h>
 #include <linux/io_uring.h>
 #include <linux/openat2.h>
+#include <linux/fs.h>  // FS_IOC_SETFLAGS; linux/mount.h: open_tree, move_mount
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -106,9 +108,22 @@ int connect_unix(const char* name, bool abstract) {
 //   truncate PATH LEN | chmod PATH OCTAL | chown PATH (to our own uid and gid)
 //   utimes PATH set|now        explicit times, or NULL (the current time)
 //   setxattr PATH NAME VALUE | removexattr PATH NAME
+//   setacl PATH access|default UID [HOW] | rmacl PATH access|default [HOW]
+//                              set a POSIX ACL (user::rw- user:UID:rw- group::r--
+//                              mask::rw- other::r--) as the binary value of
+//                              system.posix_acl_access or _default, or remove it.
+//                              HOW: path (setxattr, default), lpath (lsetxattr),
+//                              fd (fsetxattr on an fd opened O_RDONLY), uring
+//                              and uring-fd (IORING_OP_SETXATTR, _FSETXATTR; set only)
 //   chdir PATH
 //   fd-chmod PATH OCTAL | fd-chown PATH | fd-utimes PATH | fd-setxattr PATH NAME VALUE
 //                              the same through an fd opened O_RDONLY
+//   fd-setflags PATH noatime|nodump   add an inode flag (FS_IOC_SETFLAGS) through
+//                              an fd opened O_RDONLY
+//   opentree-move SRC DST      open_tree(SRC, OPEN_TREE_CLONE), then move_mount
+//                              it onto DST: a bind mount by the new mount API
+//   mount SRC DST TYPE FLAGS [DATA]   mount(2); SRC, TYPE "-" for none; FLAGS a
+//                              comma list of bind move rec, or none
 //   tmpfile DIR                open(DIR, O_TMPFILE | O_WRONLY)
 //   tmpfile-link DIR NEW       an O_TMPFILE in DIR, linked in as NEW through /proc/self/fd
 //   opath-reopen PATH [w]      open O_PATH, then read /proc/self/fd/N (w: open it O_WRONLY)
@@ -290,6 +305,168 @@ std::string uring_open(const std::string& path, const std::string& mode) {
     return read_fd(res);
 }
 
+// One SQE through a ring of its own, submitted and waited for; `res` gets
+// the CQE's result (-errno on failure). False, with errno set, if the ring
+// itself failed. (netproc uses it too.)
+bool uring_one(const io_uring_sqe& sqe, int& res) {
+    io_uring_params p{};
+    int ring = static_cast<int>(syscall(SYS_io_uring_setup, 2, &p));
+    if (ring < 0) return false;
+    size_t ring_len = std::max(p.sq_off.array + p.sq_entries * sizeof(__u32),
+                               p.cq_off.cqes + p.cq_entries * sizeof(io_uring_cqe));
+    size_t sqes_len = p.sq_entries * sizeof(io_uring_sqe);
+    // Every kernel of the matrix maps both rings at once (IORING_FEAT_SINGLE_MMAP, 5.4).
+    auto* r = static_cast<char*>(
+        mmap(nullptr, ring_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQ_RING));
+    auto* sqes = static_cast<io_uring_sqe*>(
+        mmap(nullptr, sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQES));
+    bool ok = r != MAP_FAILED && sqes != MAP_FAILED && (p.features & IORING_FEAT_SINGLE_MMAP);
+    if (ok) {
+        auto* sq_tail = reinterpret_cast<__u32*>(r + p.sq_off.tail);
+        auto* cq_head = reinterpret_cast<__u32*>(r + p.cq_off.head);
+        auto* cq_tail = reinterpret_cast<__u32*>(r + p.cq_off.tail);
+        __u32 tail = *sq_tail, idx = tail & *reinterpret_cast<__u32*>(r + p.sq_off.ring_mask);
+        sqes[idx] = sqe;
+        reinterpret_cast<__u32*>(r + p.sq_off.array)[idx] = idx;
+        __atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
+        unsigned to_submit = 1;
+        while (ok && __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE) == *cq_head) {
+            if (syscall(SYS_io_uring_enter, ring, to_submit, 1, IORING_ENTER_GETEVENTS, nullptr, 0) < 0)
+                ok = errno == EINTR;
+            else
+                to_submit = 0;
+        }
+        if (ok) {
+            auto* cqes = reinterpret_cast<io_uring_cqe*>(r + p.cq_off.cqes);
+            res = cqes[*cq_head & *reinterpret_cast<__u32*>(r + p.cq_off.ring_mask)].res;
+        }
+    } else if (errno == 0) {
+        errno = ENOSYS;
+    }
+    int e = errno;
+    if (r != MAP_FAILED) munmap(r, ring_len);
+    if (sqes != MAP_FAILED) munmap(sqes, sqes_len);
+    close(ring);
+    errno = e;
+    return ok;
+}
+
+// A POSIX ACL as the value of system.posix_acl_* (include/uapi/linux/
+// posix_acl_xattr.h, little-endian): version 2, then the entries in the
+// order posix_acl_valid() demands: by tag, ACL_USER ones by uid.
+std::string acl_value(uint32_t uid) {
+    struct Entry {
+        uint16_t tag, perm;
+        uint32_t id;
+    };
+    const uint32_t undefined = ~0u;
+    const Entry entries[] = {{0x01 /* ACL_USER_OBJ */, 6, undefined}, {0x02 /* ACL_USER */, 6, uid},
+                             {0x04 /* ACL_GROUP_OBJ */, 4, undefined}, {0x10 /* ACL_MASK */, 6, undefined},
+                             {0x20 /* ACL_OTHER */, 4, undefined}};
+    const uint32_t version = 2;
+    std::string v(reinterpret_cast<const char*>(&version), sizeof version);
+    for (const Entry& e : entries) v.append(reinterpret_cast<const char*>(&e), sizeof e);
+    return v;
+}
+
+// setacl PATH access|default UID [HOW] | rmacl PATH access|default [HOW]
+std::string acl_op(const std::vector<std::string>& a) {
+    const bool set = a[0] == "setacl";
+    const size_t fixed = set ? 4 : 3;
+    if (a.size() != fixed && a.size() != fixed + 1) return "usage";
+    const std::string name = a[2] == "access"    ? "system.posix_acl_access"
+                             : a[2] == "default" ? "system.posix_acl_default"
+                                                 : "";
+    const std::string how = a.size() > fixed ? a[fixed] : "path";
+    if (name.empty()) return "usage";
+    const std::string value = set ? acl_value(static_cast<uint32_t>(std::stoul(a[3]))) : "";
+    const char* path = a[1].c_str();
+    if (how == "path")
+        return result(set ? setxattr(path, name.c_str(), value.data(), value.size(), 0) : removexattr(path, name.c_str()));
+    if (how == "lpath")
+        return result(set ? lsetxattr(path, name.c_str(), value.data(), value.size(), 0)
+                          : lremovexattr(path, name.c_str()));
+    if (how != "fd" && !(set && (how == "uring" || how == "uring-fd"))) return "usage";
+    int fd = how == "uring" ? AT_FDCWD : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && fd != AT_FDCWD) return "open-" + err(errno);
+    int rc;
+    if (how == "fd") {
+        rc = set ? fsetxattr(fd, name.c_str(), value.data(), value.size(), 0) : fremovexattr(fd, name.c_str());
+    } else {
+        io_uring_sqe sqe{};
+        sqe.opcode = how == "uring" ? IORING_OP_SETXATTR : IORING_OP_FSETXATTR;
+        if (how == "uring-fd") sqe.fd = fd;
+        sqe.addr = reinterpret_cast<__u64>(name.c_str());
+        sqe.addr2 = reinterpret_cast<__u64>(value.data());
+        sqe.len = static_cast<__u32>(value.size());
+        if (how == "uring") sqe.addr3 = reinterpret_cast<__u64>(path);
+        int res = 0;
+        if (!uring_one(sqe, res)) {
+            std::string r = "uring-" + err(errno);
+            if (fd >= 0) close(fd);
+            return r;
+        }
+        rc = res < 0 ? -1 : 0;
+        errno = -res;
+    }
+    int e = errno;
+    if (fd >= 0) close(fd);
+    errno = e;
+    return result(rc);
+}
+
+// Sets FLAG (noatime, nodump) among the inode flags of PATH through an fd
+// opened O_RDONLY: FS_IOC_GETFLAGS, then FS_IOC_SETFLAGS (chattr's way).
+std::string set_inode_flag(const std::string& path, const std::string& flag) {
+    int bit = flag == "noatime" ? FS_NOATIME_FL : flag == "nodump" ? FS_NODUMP_FL : 0;
+    if (!bit) return "usage";
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "open-" + err(errno);
+    int flags = 0;
+    std::string r;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0) {
+        r = "getflags-" + err(errno);
+    } else {
+        flags |= bit;
+        r = result(ioctl(fd, FS_IOC_SETFLAGS, &flags));
+    }
+    close(fd);
+    return r;
+}
+
+// mount(2) of SRC on DST: TYPE and SRC "-" for none, FLAGS a comma list of
+// bind, move, rec (or none), DATA the options string.
+std::string do_mount(const std::vector<std::string>& a) {
+    unsigned long flags = 0;
+    const std::string& list = a[4];
+    for (size_t i = 0; i <= list.size();) {
+        size_t j = list.find(',', i);
+        if (j == std::string::npos) j = list.size();
+        std::string f = list.substr(i, j - i);
+        if (f == "bind") flags |= MS_BIND;
+        else if (f == "move") flags |= MS_MOVE;
+        else if (f == "rec") flags |= MS_REC;
+        else if (f != "none") return "usage";
+        i = j + 1;
+    }
+    const char* src = a[1] == "-" ? nullptr : a[1].c_str();
+    const char* type = a[3] == "-" ? nullptr : a[3].c_str();
+    const char* data = a.size() == 6 ? a[5].c_str() : nullptr;
+    return result(static_cast<int>(syscall(SYS_mount, src, a[2].c_str(), type, flags, data)));
+}
+
+// A copy of the mount tree at SRC (open_tree OPEN_TREE_CLONE), attached at
+// DST (move_mount): a bind mount by the new mount API.
+std::string open_tree_move(const std::string& src, const std::string& dst) {
+    long fd = syscall(SYS_open_tree, AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (fd < 0) return "open_tree-" + err(errno);
+    long rc = syscall(SYS_move_mount, fd, "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH);
+    int e = errno;
+    close(static_cast<int>(fd));
+    errno = e;
+    return result(static_cast<int>(rc));
+}
+
 std::string run_op(const std::vector<std::string>& a) {
     const std::string& op = a[0];
     auto p = [&](size_t i) { return a.at(i).c_str(); };
@@ -338,7 +515,11 @@ std::string run_op(const std::vector<std::string>& a) {
     }
     if (op == "setxattr" && a.size() == 4) return result(setxattr(p(1), p(2), p(3), a[3].size(), 0));
     if (op == "removexattr" && a.size() == 3) return result(removexattr(p(1), p(2)));
+    if (op == "setacl" || op == "rmacl") return acl_op(a);
     if (op == "chdir" && a.size() == 2) return result(chdir(p(1)));
+    if (op == "fd-setflags" && a.size() == 3) return set_inode_flag(a[1], a[2]);
+    if (op == "opentree-move" && a.size() == 3) return open_tree_move(a[1], a[2]);
+    if (op == "mount" && (a.size() == 5 || a.size() == 6)) return do_mount(a);
     if (op.starts_with("fd-") && a.size() >= 2) {
         int fd = open(p(1), O_RDONLY);
         if (fd < 0) return "open-" + err(errno);
@@ -490,6 +671,18 @@ int race(int argc, char** argv) {
 #include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
+// scheduling, IPC, keys and terminals
+#include <linux/keyctl.h>
+#include <mqueue.h>
+#include <pthread.h>
+#include <sys/msg.h>
+#include <sys/resource.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <termios.h>
+
+#include <atomic>
+#include <optional>
 
 #include "sockaddr.h"
 
@@ -505,8 +698,32 @@ int race(int argc, char** argv) {
 // /FILE (a port `hold` wrote there); PID a number or ppid; NAME a unix
 // socket path, or @name for an abstract one.
 //   connect,tcp|udp,ADDR,PORT  connect (udp: then send one datagram)
-//   sendto,udp|udp-unspec,ADDR,PORT  unconnected sendto (udp-unspec: an
-//                              IPv4 address with sin_family AF_UNSPEC)
+//   sendto,udp|udp-unspec,ADDR,PORT[,lo]  unconnected sendto (udp-unspec: an
+//                              IPv4 address with sin_family AF_UNSPEC; lo: from a
+//                              socket bound to 127.0.0.1, ::1 or ::ffff:127.0.0.1
+//                              first, as a never-bound one is bound to the
+//                              wildcard address by the send)
+//   isocket,FAMILY,TYPE,PROTO[,uring]  socket() by numbers, then close (uring:
+//                              IORING_OP_SOCKET)
+//   sctp,connect|connectx|sendto,ADDR,PORT   an SCTP association to ADDR by
+//                              connect(), the SCTP_SOCKOPT_CONNECTX socket option
+//                              (both one-to-one sockets) or a sendto on a
+//                              one-to-many socket (SOCK_SEQPACKET, protocol 0);
+//                              then one message each way: ok if it comes back
+//   sctp-serve,ADDR,PORT,READY,STOP   SCTP echo server (one-to-one): creates
+//                              READY once listening, echoes the first message of
+//                              each association until STOP exists (300 s at
+//                              most): ok N (associations echoed)
+//   inbound,tcp4|tcp6|udp4|udp6,HOW,FILE[,ADDR,PORT]   a never-bound socket
+//                              left to the kernel's automatic bind: tcp HOW listen
+//                              or uring-listen (IORING_OP_LISTEN, 6.11+); udp HOW
+//                              sendto (to ADDR PORT) or send (no destination:
+//                              EDESTADDRREQ expected). Writes the port it got to
+//                              FILE (0: none), then waits for a connection and
+//                              a byte, or a datagram, from anywhere: ok PORT, or
+//                              inbound:none once FILE.done exists (or after 60 s)
+//   deliver,tcp|udp,ADDR,PORT  tcp: connect (10 s at most) and send a byte;
+//                              udp: sendto one datagram
 //   fastopen,ADDR,PORT         TCP sendto with MSG_FASTOPEN
 //   bind,tcp|udp|mptcp,ADDR,PORT   bind, then close
 //   hold,tcp|udp,ADDR,PORT[,FILE]  bind (tcp: and listen) and keep the socket;
@@ -535,6 +752,51 @@ int race(int argc, char** argv) {
 //   userns,clone|clone3|unshare    a new user namespace
 //   bpf                        BPF_MAP_CREATE (an array)
 //   ids                        ok RUID EUID SUID
+//   srcroute,rthdr|rthdr-pktoptions|rthdr-cmsg,ADDR,PORT,VIA[,SRC]   "x" to
+//                              ADDR (IPv6) on a UDP socket with a type 2 routing
+//                              header through VIA: the IPV6_RTHDR socket option
+//                              or one in IPV6_2292PKTOPTIONS, set before connect,
+//                              or a sendmsg control message; SRC: bind there first
+//   cmsgs,N,ADDR,PORT,SRC      sendmsg "x" with N IPV6_HOPLIMIT (IP_TTL) control
+//                              messages, from a socket bound to SRC
+//   reuse,tcp|udp,ADDR,PORT[,FILE]   hold, with SO_REUSEPORT set before bind
+//   nodest,4|6,send|write      send/write on a never-bound UDP socket, no
+//                              destination: "ok|CALL:ERRNO port N", its port after
+//   limit,PID                  ok SOFT: the RLIMIT_FSIZE soft limit of PID, read
+//                              (PID as for prlimit below)
+//   cgclone,DIR                clone3(CLONE_INTO_CGROUP) into cgroup DIR (an
+//                              O_PATH fd): ok CGROUP, the child's /proc/PID/cgroup
+// Processes outside the job (PID: also self, child, a child this process
+// forks on first use, which waits and dies with it, or thread, a thread of it):
+//   prlimit,PID,N              prlimit RLIMIT_FSIZE (soft and hard) to N bytes
+//   setpriority,process|pgrp|user,WHO,NICE   WHO: a PID, PGRP or UID
+//   getnice,PID                ok NICE
+//   ioprio,process|pgrp|user,WHO   ioprio_set best-effort level 7
+//   affinity,PID,CPU           sched_setaffinity to CPU alone
+//   sched,PID,batch|idle|other sched_setscheduler
+//   setattr,PID,NICE           sched_setattr SCHED_OTHER with NICE
+//   setparam,PID               sched_setparam, priority 0
+//   child                      ok PID of the child
+// IPC (KEY in hex, NAME /name): make creates the object (exclusively) with
+// TEXT in it (sem: the value TEXT), then leaves it; read: ok TEXT (msg and mq:
+// the first message, put back)
+//   shm|msg|sem,make,KEY,TEXT | shm|msg|sem,read,KEY   SysV
+//   mq|pshm,make,NAME,TEXT | mq|pshm,read,NAME          POSIX message queue, shm_open
+// Keys (RING and ID: @t @p @s @u @us or a serial; keys of type "user"):
+//   key,add,RING,DESC,DATA     ok SERIAL
+//   key,id,RING                KEYCTL_GET_KEYRING_ID, no create: ok SERIAL
+//   key,search,RING,DESC       ok SERIAL
+//   key,read,ID | key,describe,ID   ok DATA | ok TYPE;UID;GID;PERM;DESC
+//   key,list,RING              ok SERIAL... (KEYCTL_READ of a keyring)
+//   key,link,ID,RING | key,setperm,ID,HEXPERM | key,invalidate,ID
+//   key,persistent             KEYCTL_GET_PERSISTENT (own uid, into @s): ok SERIAL
+// Terminals:
+//   pty,hold,FILE,TEXT,N       a pty pair whose master stays open: its slave's
+//                              path goes to FILE, then N lines TEXT into the master
+//   pty,own                    a pty via /dev/ptmx, a line through it each way: ok SLAVE
+//   ttyread,PATH               open PATH (O_NOCTTY), read a line (5 s at most): ok LINE
+//   tiocsti,FD,TEXT            push TEXT and a newline into FD's input (TIOCSTI)
+//   tiocsctty,FD               make FD our controlling terminal
 // victims: each child is named "victim", dies with this process, and shares
 // its memory image; FILE gets the address of the secret vmread checks, then
 // one pid per line (written whole, by rename).
@@ -630,14 +892,203 @@ std::string op_connect(const std::vector<std::string>& f) {
 std::string op_sendto(const std::vector<std::string>& f) {
     sockaddr_storage ss;
     socklen_t len;
-    if (f.size() != 4 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    const bool lo = f.size() == 5 && f[4] == "lo";
+    if ((f.size() != 4 && !lo) || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
     Fd s(socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (s.fd < 0) return err("socket");
+    if (lo) {
+        const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+        const char* from = ss.ss_family == AF_INET                   ? "127.0.0.1"
+                           : IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) ? "::ffff:127.0.0.1"
+                                                                     : "::1";
+        sockaddr_storage local;
+        socklen_t local_len;
+        vmtest::sockaddr_of(from, 0, local, local_len);
+        if (bind(s.fd, reinterpret_cast<sockaddr*>(&local), local_len) != 0) return err("bind");
+    }
     if (f[1] == "udp-unspec") {
         if (ss.ss_family != AF_INET) return "usage";
         ss.ss_family = AF_UNSPEC;  // udp_sendmsg takes it as AF_INET
     }
     if (sendto(s.fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&ss), len) != 1) return err("sendto");
+    return "ok";
+}
+
+// ---- inbound: SCTP, other inet protocols, the kernel's automatic bind
+// (net_inbound_test.cpp) ----------------------------------------------------
+
+std::string op_isocket(const std::vector<std::string>& f) {
+    const bool uring = f.size() == 5 && f[4] == "uring";
+    if (f.size() != 4 && !uring) return "usage";
+    const int family = std::stoi(f[1]), type = std::stoi(f[2]), proto = std::stoi(f[3]);
+    if (!uring) {
+        Fd s(socket(family, type | SOCK_CLOEXEC, proto));
+        return s.fd < 0 ? err("socket") : "ok";
+    }
+    io_uring_sqe sqe{};
+    sqe.opcode = IORING_OP_SOCKET;
+    sqe.fd = family;
+    sqe.off = static_cast<__u64>(type | SOCK_CLOEXEC);
+    sqe.len = static_cast<__u32>(proto);
+    int res = 0;
+    if (!fsops::uring_one(sqe, res)) return err("uring");
+    errno = -res;
+    if (res < 0) return err("uring-socket");
+    close(res);
+    return "ok";
+}
+
+// The first data message on fd (notifications skipped): ok if it is `msg`.
+std::string echo_of(int fd, const std::string& msg) {
+    for (int i = 0; i < 8; i++) {
+        char buf[256];
+        iovec iov{buf, sizeof buf};
+        msghdr mh{};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        if (!wait_readable(fd, 20000)) return "recv:timeout";
+        ssize_t n = recvmsg(fd, &mh, 0);
+        if (n < 0) return err("recv");
+        if (mh.msg_flags & 0x8000 /* MSG_NOTIFICATION */) continue;
+        return std::string(buf, static_cast<size_t>(n)) == msg ? "ok" : "mismatch";
+    }
+    return "recv:notifications-only";
+}
+
+// SOL_SCTP and SCTP_SOCKOPT_CONNECTX, include/uapi/linux/sctp.h (no libsctp here).
+constexpr int kSolSctp = 132, kSctpSockoptConnectx = 110;
+
+std::string op_sctp(const std::vector<std::string>& f) {
+    sockaddr_storage ss;
+    socklen_t len;
+    if (f.size() != 4 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    const std::string& how = f[1];
+    auto* sa = reinterpret_cast<sockaddr*>(&ss);
+    const std::string msg = "ping-" + how;
+    if (how == "sendto") {
+        Fd s(socket(ss.ss_family, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+        if (s.fd < 0) return err("socket");
+        if (sendto(s.fd, msg.data(), msg.size(), 0, sa, len) != static_cast<ssize_t>(msg.size())) return err("sendto");
+        return echo_of(s.fd, msg);
+    }
+    if (how != "connect" && how != "connectx") return "usage";
+    Fd s(socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_SCTP));
+    if (s.fd < 0) return err("socket");
+    // connectx takes a packed array of addresses (here one) and returns the
+    // association's id.
+    if (how == "connect" ? connect(s.fd, sa, len) != 0 : setsockopt(s.fd, kSolSctp, kSctpSockoptConnectx, sa, len) < 0)
+        return err(how.c_str());
+    if (send(s.fd, msg.data(), msg.size(), 0) != static_cast<ssize_t>(msg.size())) return err("send");
+    return echo_of(s.fd, msg);
+}
+
+std::string op_sctp_serve(const std::vector<std::string>& f) {
+    sockaddr_storage ss;
+    socklen_t len;
+    if (f.size() != 5 || !vmtest::sockaddr_of(f[1], port_of(f[2]), ss, len)) return "usage";
+    Fd srv(socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_SCTP));
+    if (srv.fd < 0) return err("socket");
+    if (bind(srv.fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return err("bind");
+    if (listen(srv.fd, 16) != 0) return err("listen");
+    Fd ready(open(f[3].c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    if (ready.fd < 0) return err("open");
+    int echoed = 0;
+    for (int i = 0; i < 3000 && access(f[4].c_str(), F_OK) != 0; i++) {
+        if (!wait_readable(srv.fd, 100)) continue;
+        Fd c(accept4(srv.fd, nullptr, nullptr, SOCK_CLOEXEC));
+        char buf[256];
+        if (c.fd < 0 || !wait_readable(c.fd, 20000)) continue;
+        ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+        if (n > 0 && send(c.fd, buf, static_cast<size_t>(n), 0) == n) echoed++;
+    }
+    return "ok " + std::to_string(echoed);
+}
+
+bool write_atomically(const std::string& path, const std::string& text) {
+    std::string tmp = path + ".tmp";
+    FILE* out = fopen(tmp.c_str(), "w");
+    if (!out) return false;
+    fputs(text.c_str(), out);
+    return fclose(out) == 0 && rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+std::string op_inbound(const std::vector<std::string>& f) {
+    if (f.size() != 4 && f.size() != 6) return "usage";
+    const std::string &kind = f[1], &how = f[2], &file = f[3];
+    const bool tcp = kind == "tcp4" || kind == "tcp6";
+    if (!tcp && kind != "udp4" && kind != "udp6") return "usage";
+    Fd s(socket(kind.ends_with('6') ? AF_INET6 : AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0));
+    std::string failed;
+    if (s.fd < 0) {
+        failed = err("socket");
+    } else if (tcp && how == "listen") {
+        if (listen(s.fd, 4) != 0) failed = err("listen");
+    } else if (tcp && how == "uring-listen") {
+        io_uring_sqe sqe{};
+        sqe.opcode = 57;  // IORING_OP_LISTEN (6.11), newer than these headers
+        sqe.fd = s.fd;
+        sqe.len = 4;
+        int res = 0;
+        if (!fsops::uring_one(sqe, res)) {
+            failed = err("uring");
+        } else if (res < 0) {
+            errno = -res;
+            failed = err("uring-listen");
+        }
+    } else if (!tcp && how == "sendto" && f.size() == 6) {
+        sockaddr_storage ss;
+        socklen_t len;
+        if (!vmtest::sockaddr_of(f[4], port_of(f[5]), ss, len)) return "usage";
+        if (sendto(s.fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&ss), len) != 1) failed = err("sendto");
+    } else if (!tcp && how == "send" && f.size() == 4) {
+        // The kernel binds the socket before it finds no destination.
+        if (send(s.fd, "x", 1, 0) >= 0)
+            failed = "send:sent";
+        else if (errno != EDESTADDRREQ)
+            failed = err("send");
+    } else {
+        return "usage";
+    }
+    const uint16_t port = failed.empty() ? held_port(s.fd) : 0;
+    if (!write_atomically(file, std::to_string(port) + "\n")) return err("write");
+    if (!failed.empty()) return failed;
+    if (port == 0) return "not-bound";
+    // Until something comes in, or FILE.done says the far host is done
+    // (then a last look), or 60 s.
+    const std::string done = file + ".done";
+    bool arrived = false;
+    for (int i = 0; i < 600 && !arrived; i++) {
+        bool last = access(done.c_str(), F_OK) == 0;
+        arrived = wait_readable(s.fd, last ? 500 : 100);
+        if (last) break;
+    }
+    if (!arrived) return "inbound:none";
+    char buf[8];
+    if (tcp) {
+        Fd c(accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC));
+        if (c.fd < 0) return err("accept");
+        if (!wait_readable(c.fd, 20000) || read(c.fd, buf, 1) != 1) return "read:failed";
+    } else if (recv(s.fd, buf, sizeof buf, 0) < 1) {
+        return err("recv");
+    }
+    return "ok " + std::to_string(port);
+}
+
+std::string op_deliver(const std::vector<std::string>& f) {
+    sockaddr_storage ss;
+    socklen_t len;
+    if (f.size() != 4 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    const bool tcp = f[1] == "tcp";
+    Fd s(socket(ss.ss_family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0));
+    if (s.fd < 0) return err("socket");
+    auto* sa = reinterpret_cast<sockaddr*>(&ss);
+    if (tcp) {
+        // 10 s, not the minutes of SYN retries, when the other side drops them.
+        timeval tv{10, 0};
+        setsockopt(s.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(s.fd, sa, len) != 0) return err("connect");
+    }
+    if ((tcp ? send(s.fd, "x", 1, 0) : sendto(s.fd, "x", 1, 0, sa, len)) != 1) return err("send");
     return "ok";
 }
 
@@ -706,8 +1157,17 @@ std::string op_serve(const std::vector<std::string>& f) {
         int c = inet_socket(f[1], ss.ss_family);
         if (c < 0 || connect(c, reinterpret_cast<sockaddr*>(&ss), len) != 0 || send(c, "x", 1, 0) != 1) _exit(errno);
         if (!tcp) {
+            // Bound to the server's address first: a never-bound socket's
+            // sendto binds it to the wildcard address, which jobs may not.
+            sockaddr_storage from = ss;
+            if (from.ss_family == AF_INET)
+                reinterpret_cast<sockaddr_in*>(&from)->sin_port = 0;
+            else
+                reinterpret_cast<sockaddr_in6*>(&from)->sin6_port = 0;
             int u = inet_socket(f[1], ss.ss_family);
-            if (u < 0 || sendto(u, "y", 1, 0, reinterpret_cast<sockaddr*>(&ss), len) != 1) _exit(errno);
+            if (u < 0 || bind(u, reinterpret_cast<sockaddr*>(&from), len) != 0 ||
+                sendto(u, "y", 1, 0, reinterpret_cast<sockaddr*>(&ss), len) != 1)
+                _exit(errno);
         }
         _exit(0);
     }
@@ -916,13 +1376,530 @@ std::string op_bpf() {
     return "ok";
 }
 
+// ---- scheduling, IPC, keys and terminals (proc_sched_test.cpp, ipc_test.cpp,
+// tty_test.cpp) ---------------------------------------------------------------
+
+// A child forked on first use of the PID "child": it waits, and dies with us.
+pid_t g_child = -1;
+// A thread of ours, started on first use of the PID "thread".
+std::atomic<pid_t> g_thread{-1};
+
+pid_t own_child() {
+    if (g_child > 0) return g_child;
+    pid_t self = getpid();
+    g_child = fork();
+    if (g_child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != self) _exit(0);
+        for (;;) pause();
+    }
+    return g_child;
+}
+
+pid_t own_thread() {
+    if (g_thread > 0) return g_thread;
+    pthread_t t;
+    auto body = [](void*) -> void* {
+        g_thread = gettid();
+        for (;;) pause();
+    };
+    if (pthread_create(&t, nullptr, body, nullptr) != 0) return -1;
+    while (g_thread < 0) usleep(1000);
+    return g_thread;
+}
+
+// PID fields of these ops: a number, ppid, self, child or thread.
+pid_t task_of(const std::string& s) {
+    if (s == "self") return getpid();
+    if (s == "child") return own_child();
+    if (s == "thread") return own_thread();
+    return pid_of(s);
+}
+
+int which_of(const std::string& s) {
+    return s == "process" ? PRIO_PROCESS : s == "pgrp" ? PRIO_PGRP : s == "user" ? PRIO_USER : -1;
+}
+
+// include/uapi/linux/sched/types.h, SCHED_ATTR_SIZE_VER0.
+struct SchedAttr {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+};
+
+std::string op_sched(const std::vector<std::string>& f) {
+    const std::string& name = f[0];
+    if (name == "prlimit" && f.size() == 3) {
+        rlimit lim{std::stoul(f[2]), std::stoul(f[2])};
+        return prlimit(task_of(f[1]), RLIMIT_FSIZE, &lim, nullptr) == 0 ? "ok" : err("prlimit");
+    }
+    if (name == "setpriority" && f.size() == 4) {
+        int which = which_of(f[1]);
+        if (which < 0) return "usage";
+        id_t who = which == PRIO_PROCESS ? static_cast<id_t>(task_of(f[2])) : static_cast<id_t>(std::stoul(f[2]));
+        return setpriority(static_cast<__priority_which_t>(which), who, std::stoi(f[3])) == 0 ? "ok"
+                                                                                             : err("setpriority");
+    }
+    if (name == "getnice" && f.size() == 2) {
+        errno = 0;
+        int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(task_of(f[1])));
+        return errno ? err("getpriority") : "ok " + std::to_string(nice);
+    }
+    if (name == "ioprio" && f.size() == 3) {
+        // IOPRIO_WHO_PROCESS, _PGRP, _USER are 1, 2, 3; best effort (class 2)
+        // level 7. (linux/ioprio.h doesn't compile as C++.)
+        int which = which_of(f[1]);
+        if (which < 0) return "usage";
+        long who = which == PRIO_PROCESS ? task_of(f[2]) : std::stol(f[2]);
+        return syscall(SYS_ioprio_set, which + 1, who, (2 << 13) | 7) == 0 ? "ok" : err("ioprio_set");
+    }
+    if (name == "affinity" && f.size() == 3) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(std::stoi(f[2]), &set);
+        return sched_setaffinity(task_of(f[1]), sizeof set, &set) == 0 ? "ok" : err("sched_setaffinity");
+    }
+    if (name == "sched" && f.size() == 3) {
+        int policy = f[2] == "batch" ? SCHED_BATCH : f[2] == "idle" ? SCHED_IDLE : f[2] == "other" ? SCHED_OTHER : -1;
+        if (policy < 0) return "usage";
+        sched_param p{0};
+        return sched_setscheduler(task_of(f[1]), policy, &p) == 0 ? "ok" : err("sched_setscheduler");
+    }
+    if (name == "setattr" && f.size() == 3) {
+        SchedAttr a{};
+        a.size = sizeof a;
+        a.policy = SCHED_OTHER;
+        a.nice = std::stoi(f[2]);
+        return syscall(SYS_sched_setattr, task_of(f[1]), &a, 0) == 0 ? "ok" : err("sched_setattr");
+    }
+    if (name == "setparam" && f.size() == 2) {
+        sched_param p{0};
+        return sched_setparam(task_of(f[1]), &p) == 0 ? "ok" : err("sched_setparam");
+    }
+    if (name == "child" && f.size() == 1) {
+        pid_t c = own_child();
+        return c < 0 ? err("fork") : "ok " + std::to_string(c);
+    }
+    return "usage";
+}
+
+// ---- IPC ----
+
+std::string op_ipc(const std::vector<std::string>& f) {
+    const std::string& kind = f[0];
+    if (f.size() < 3 || (f[1] != "make" && f[1] != "read")) return "usage";
+    const bool make = f[1] == "make";
+    if (make != (f.size() == 4)) return "usage";
+    const std::string text = make ? f[3] : "";
+    if (kind == "shm" || kind == "msg" || kind == "sem") {
+        key_t key = static_cast<key_t>(std::stoul(f[2], nullptr, 16));
+        int create = make ? IPC_CREAT | IPC_EXCL | 0600 : 0;
+        if (kind == "shm") {
+            int id = shmget(key, 4096, create);
+            if (id < 0) return err("shmget");
+            auto* mem = static_cast<char*>(shmat(id, nullptr, make ? 0 : SHM_RDONLY));
+            if (mem == reinterpret_cast<char*>(-1)) return err("shmat");
+            std::string r = make ? "ok " + std::to_string(id) : "ok " + std::string(mem, strnlen(mem, 4096));
+            if (make) memcpy(mem, text.c_str(), std::min<size_t>(text.size() + 1, 4096));
+            shmdt(mem);
+            return r;
+        }
+        if (kind == "msg") {
+            int id = msgget(key, create);
+            if (id < 0) return err("msgget");
+            struct {
+                long type;
+                char text[256];
+            } m{1, {}};
+            if (make) {
+                snprintf(m.text, sizeof m.text, "%s", text.c_str());
+                if (msgsnd(id, &m, strlen(m.text) + 1, IPC_NOWAIT) != 0) return err("msgsnd");
+                return "ok " + std::to_string(id);
+            }
+            // Read it, then put it back for the next reader.
+            ssize_t n = msgrcv(id, &m, sizeof m.text, 0, IPC_NOWAIT);
+            if (n < 0) return err("msgrcv");
+            if (msgsnd(id, &m, static_cast<size_t>(n), IPC_NOWAIT) != 0) return err("msgsnd");
+            return "ok " + std::string(m.text, strnlen(m.text, static_cast<size_t>(n)));
+        }
+        int id = semget(key, 1, create);
+        if (id < 0) return err("semget");
+        if (make) {
+            if (semctl(id, 0, SETVAL, std::stoi(text)) != 0) return err("semctl");
+            return "ok " + std::to_string(id);
+        }
+        int v = semctl(id, 0, GETVAL);
+        return v < 0 ? err("semctl") : "ok " + std::to_string(v);
+    }
+    if (kind == "mq") {
+        mq_attr attr{};
+        attr.mq_maxmsg = 4;
+        attr.mq_msgsize = 256;
+        mqd_t q = make ? mq_open(f[2].c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600, &attr)
+                       : mq_open(f[2].c_str(), O_RDWR | O_CLOEXEC);
+        if (q == static_cast<mqd_t>(-1)) return err("mq_open");
+        char buf[256];
+        std::string r = "ok";
+        if (make) {
+            if (mq_send(q, text.c_str(), text.size(), 0) != 0) r = err("mq_send");
+        } else {
+            timespec now{};
+            clock_gettime(CLOCK_REALTIME, &now);
+            ssize_t n = mq_timedreceive(q, buf, sizeof buf, nullptr, &now);
+            if (n < 0) r = err("mq_receive");
+            else if (mq_send(q, buf, static_cast<size_t>(n), 0) != 0) r = err("mq_send");
+            else r = "ok " + std::string(buf, static_cast<size_t>(n));
+        }
+        mq_close(q);
+        return r;
+    }
+    if (kind == "pshm") {
+        Fd fd(shm_open(f[2].c_str(), make ? O_RDWR | O_CREAT | O_EXCL : O_RDONLY, 0600));
+        if (fd.fd < 0) return err("shm_open");
+        if (make) return write(fd.fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? "ok" : err("write");
+        char buf[256];
+        ssize_t n = read(fd.fd, buf, sizeof buf);
+        return n < 0 ? err("read") : "ok " + std::string(buf, static_cast<size_t>(n));
+    }
+    return "usage";
+}
+
+// ---- keys (raw syscalls: no libkeyutils) ----
+
+long key_id(const std::string& s) {
+    if (s == "@t") return KEY_SPEC_THREAD_KEYRING;
+    if (s == "@p") return KEY_SPEC_PROCESS_KEYRING;
+    if (s == "@s") return KEY_SPEC_SESSION_KEYRING;
+    if (s == "@u") return KEY_SPEC_USER_KEYRING;
+    if (s == "@us") return KEY_SPEC_USER_SESSION_KEYRING;
+    return std::stol(s);
+}
+
+long keyctl(int cmd, unsigned long a2 = 0, unsigned long a3 = 0, unsigned long a4 = 0, unsigned long a5 = 0) {
+    return syscall(SYS_keyctl, cmd, a2, a3, a4, a5);
+}
+
+std::string op_key(const std::vector<std::string>& f) {
+    if (f.size() < 2) return "usage";
+    const std::string& what = f[1];
+    auto serial = [](long s, const char* call) { return s < 0 ? err(call) : "ok " + std::to_string(s); };
+    if (what == "add" && f.size() == 5)
+        return serial(syscall(SYS_add_key, "user", f[3].c_str(), f[4].data(), f[4].size(), key_id(f[2])), "add_key");
+    if (what == "id" && f.size() == 3) return serial(keyctl(KEYCTL_GET_KEYRING_ID, key_id(f[2]), 0), "keyctl");
+    if (what == "search" && f.size() == 4)
+        return serial(keyctl(KEYCTL_SEARCH, key_id(f[2]), reinterpret_cast<unsigned long>("user"),
+                             reinterpret_cast<unsigned long>(f[3].c_str()), 0),
+                      "keyctl");
+    if (what == "persistent" && f.size() == 2)
+        return serial(keyctl(KEYCTL_GET_PERSISTENT, static_cast<unsigned long>(-1), KEY_SPEC_SESSION_KEYRING),
+                      "keyctl");
+    if (what == "link" && f.size() == 4)
+        return keyctl(KEYCTL_LINK, key_id(f[2]), key_id(f[3])) == 0 ? "ok" : err("keyctl");
+    if (what == "invalidate" && f.size() == 3)
+        return keyctl(KEYCTL_INVALIDATE, key_id(f[2])) == 0 ? "ok" : err("keyctl");
+    if (what == "setperm" && f.size() == 4)
+        return keyctl(KEYCTL_SETPERM, key_id(f[2]), std::stoul(f[3], nullptr, 16)) == 0 ? "ok" : err("keyctl");
+    char buf[4096];
+    if ((what == "read" || what == "list" || what == "describe") && f.size() == 3) {
+        long n = keyctl(what == "describe" ? KEYCTL_DESCRIBE : KEYCTL_READ, key_id(f[2]),
+                        reinterpret_cast<unsigned long>(buf), sizeof buf);
+        if (n < 0) return err("keyctl");
+        size_t len = std::min(static_cast<size_t>(n), sizeof buf);
+        if (what == "describe") return "ok " + std::string(buf, strnlen(buf, len));
+        if (what == "read") return "ok " + std::string(buf, len);
+        std::string r = "ok";
+        for (size_t i = 0; i + 4 <= len; i += 4) {
+            int32_t s;
+            memcpy(&s, buf + i, 4);
+            r += " " + std::to_string(s);
+        }
+        return r;
+    }
+    return "usage";
+}
+
+// ---- terminals ----
+
+// Reads one line (up to 5 s) from a tty fd: the line, without its newline.
+std::string tty_line(int fd) {
+    if (!wait_readable(fd, 5000)) return "read:ETIMEDOUT";
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0) return err("read");
+    std::string s(buf, static_cast<size_t>(n));
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return "ok " + s;
+}
+
+std::string op_tty(const std::vector<std::string>& f) {
+    const std::string& name = f[0];
+    if (name == "pty" && f.size() == 5 && f[1] == "hold") {
+        int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (m < 0) return err("posix_openpt");
+        if (grantpt(m) != 0) return err("grantpt");
+        if (unlockpt(m) != 0) return err("unlockpt");
+        const char* slave = ptsname(m);
+        if (!slave) return err("ptsname");
+        std::string path = slave;
+        for (int i = 0, n = std::stoi(f[4]); i < n; i++) {
+            std::string line = f[3] + "\n";
+            if (write(m, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return err("write");
+        }
+        g_held.push_back(m);
+        std::string tmp = f[2] + ".tmp";
+        FILE* out = fopen(tmp.c_str(), "w");
+        if (!out) return err("fopen");
+        fprintf(out, "%s\n", path.c_str());
+        fclose(out);
+        if (rename(tmp.c_str(), f[2].c_str()) != 0) return err("rename");
+        return "ok " + path;
+    }
+    if (name == "pty" && f.size() == 2 && f[1] == "own") {
+        Fd m(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+        if (m.fd < 0) return err("posix_openpt");
+        if (grantpt(m.fd) != 0) return err("grantpt");
+        if (unlockpt(m.fd) != 0) return err("unlockpt");
+        const char* slave = ptsname(m.fd);
+        if (!slave) return err("ptsname");
+        std::string path = slave;
+        Fd s(open(path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC));
+        if (s.fd < 0) return err("open");
+        // No echo: what the master reads back is then only what the slave wrote.
+        termios t;
+        if (tcgetattr(s.fd, &t) != 0) return err("tcgetattr");
+        t.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+        if (tcsetattr(s.fd, TCSANOW, &t) != 0) return err("tcsetattr");
+        if (write(m.fd, "in\n", 3) != 3) return err("write");
+        std::string in = tty_line(s.fd);
+        if (in != "ok in") return "slave-" + in;
+        if (write(s.fd, "out\n", 4) != 4) return err("write");
+        std::string out = tty_line(m.fd);
+        if (out != "ok out") return "master-" + out;
+        return "ok " + path;
+    }
+    if (name == "ttyread" && f.size() == 2) {
+        Fd fd(open(f[1].c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC));
+        if (fd.fd < 0) return err("open");
+        return tty_line(fd.fd);
+    }
+    if (name == "tiocsti" && f.size() == 3) {
+        int fd = std::stoi(f[1]);
+        for (char c : f[2] + "\n")
+            if (ioctl(fd, TIOCSTI, &c) != 0) return err("TIOCSTI");
+        return "ok";
+    }
+    if (name == "tiocsctty" && f.size() == 2)
+        return ioctl(std::stoi(f[1]), TIOCSCTTY, 0) == 0 ? "ok" : err("TIOCSCTTY");
+    return "usage";
+}
+
+// The ops above, or nullopt for another op.
+std::optional<std::string> op_sched_ipc_key_tty(const std::vector<std::string>& f) {
+    static const std::vector<std::string> sched = {"prlimit", "setpriority", "getnice", "ioprio", "affinity",
+                                                   "sched",   "setattr",     "setparam", "child"};
+    static const std::vector<std::string> ipc = {"shm", "msg", "sem", "mq", "pshm"};
+    static const std::vector<std::string> tty = {"pty", "ttyread", "tiocsti", "tiocsctty"};
+    auto in = [&](const std::vector<std::string>& names) {
+        return std::find(names.begin(), names.end(), f[0]) != names.end();
+    };
+    if (in(sched)) return op_sched(f);
+    if (in(ipc)) return op_ipc(f);
+    if (f[0] == "key") return op_key(f);
+    if (in(tty)) return op_tty(f);
+    return std::nullopt;
+}
+
+// ---- source routes, SO_REUSEPORT, sends that bind, cgroups
+// (boundary_more_test.cpp) ----------------------------------------------------
+
+// A type 2 routing header (RFC 6275; struct ipv6_rt_hdr, then 4 reserved
+// bytes and one address) naming VIA: the kernel sends the packet to VIA
+// first (fl6_update_dst), whatever destination connect or sendmsg named.
+std::vector<uint8_t> rthdr_type2(const std::string& via) {
+    std::vector<uint8_t> h(24, 0);
+    h[1] = 2;  // hdrlen: 2 units of 8 bytes after the first 8
+    h[2] = 2;  // type
+    h[3] = 1;  // segments_left
+    if (inet_pton(AF_INET6, via.c_str(), h.data() + 8) != 1) return {};
+    return h;
+}
+
+// Sends "x" to ADDR:PORT (IPv6) on a new UDP socket carrying a routing
+// header through VIA: set before connect() as the IPV6_RTHDR socket option
+// (rthdr) or inside IPV6_2292PKTOPTIONS, whose value is a control message
+// buffer (rthdr-pktoptions); or as a control message of an unconnected
+// sendmsg (rthdr-cmsg). SRC: bind there first.
+std::string op_srcroute(const std::vector<std::string>& f) {
+    sockaddr_storage ss, src;
+    socklen_t len, src_len;
+    if ((f.size() != 5 && f.size() != 6) || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    const std::string& kind = f[1];
+    if (kind != "rthdr" && kind != "rthdr-pktoptions" && kind != "rthdr-cmsg") return "usage";
+    std::vector<uint8_t> rthdr = rthdr_type2(f[4]);
+    if (rthdr.empty() || ss.ss_family != AF_INET6) return "usage";
+    Fd s(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (s.fd < 0) return err("socket");
+    if (f.size() == 6) {
+        if (!vmtest::sockaddr_of(f[5], 0, src, src_len)) return "usage";
+        if (bind(s.fd, reinterpret_cast<sockaddr*>(&src), src_len) != 0) return err("bind");
+    }
+    uint64_t ctl[CMSG_SPACE(24) / 8] = {};  // aligned for cmsghdr
+    cmsghdr* c = reinterpret_cast<cmsghdr*>(ctl);
+    c->cmsg_level = IPPROTO_IPV6;
+    c->cmsg_type = IPV6_RTHDR;
+    c->cmsg_len = CMSG_LEN(rthdr.size());
+    memcpy(CMSG_DATA(c), rthdr.data(), rthdr.size());
+    if (kind != "rthdr-cmsg") {
+        int rc = kind == "rthdr" ? setsockopt(s.fd, IPPROTO_IPV6, IPV6_RTHDR, rthdr.data(), rthdr.size())
+                                 : setsockopt(s.fd, IPPROTO_IPV6, IPV6_2292PKTOPTIONS, ctl, sizeof ctl);
+        if (rc != 0) return err("setsockopt");
+        if (connect(s.fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return err("connect");
+        if (send(s.fd, "x", 1, 0) != 1) return err("send");
+        return "ok";
+    }
+    iovec iov{const_cast<char*>("x"), 1};
+    msghdr m{};
+    m.msg_name = &ss;
+    m.msg_namelen = len;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    if (sendmsg(s.fd, &m, 0) != 1) return err("sendmsg");
+    return "ok";
+}
+
+// sendmsg of "x" to ADDR:PORT with N harmless control messages
+// (IPV6_HOPLIMIT or IP_TTL 64), from a socket bound to SRC first.
+std::string op_cmsgs(const std::vector<std::string>& f) {
+    sockaddr_storage ss, src;
+    socklen_t len, src_len;
+    if (f.size() != 5 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len) ||
+        !vmtest::sockaddr_of(f[4], 0, src, src_len) || ss.ss_family != src.ss_family)
+        return "usage";
+    const size_t n = std::stoul(f[1]);
+    if (n == 0 || n > 32) return "usage";
+    Fd s(socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (s.fd < 0) return err("socket");
+    if (bind(s.fd, reinterpret_cast<sockaddr*>(&src), src_len) != 0) return err("bind");
+    std::vector<uint64_t> ctl((n * CMSG_SPACE(sizeof(int)) + 7) / 8, 0);  // aligned for cmsghdr
+    iovec iov{const_cast<char*>("x"), 1};
+    msghdr m{};
+    m.msg_name = &ss;
+    m.msg_namelen = len;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.data();
+    m.msg_controllen = n * CMSG_SPACE(sizeof(int));
+    const bool v6 = ss.ss_family == AF_INET6;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
+        c->cmsg_type = v6 ? IPV6_HOPLIMIT : IP_TTL;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        int ttl = 64;
+        memcpy(CMSG_DATA(c), &ttl, sizeof ttl);
+    }
+    if (sendmsg(s.fd, &m, 0) != 1) return err("sendmsg");
+    return "ok";
+}
+
+// Like hold, with SO_REUSEPORT set first: a second socket of the same uid
+// with it set may bind the same address and port, and joins the group.
+std::string op_reuse(const std::vector<std::string>& f) {
+    sockaddr_storage ss;
+    socklen_t len;
+    if ((f.size() != 4 && f.size() != 5) || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    if (f[1] != "tcp" && f[1] != "udp") return "usage";
+    Fd s(inet_socket(f[1], ss.ss_family));
+    if (s.fd < 0) return err("socket");
+    int one = 1;
+    if (setsockopt(s.fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) return err("setsockopt");
+    if (bind(s.fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return err("bind");
+    if (f[1] == "tcp" && listen(s.fd, 16) != 0) return err("listen");
+    const uint16_t port = held_port(s.fd);
+    if (f.size() == 5) {
+        std::string tmp = f[4] + ".tmp";
+        FILE* out = fopen(tmp.c_str(), "w");
+        if (!out) return err("fopen");
+        fprintf(out, "%u\n", port);
+        fclose(out);
+        if (rename(tmp.c_str(), f[4].c_str()) != 0) return err("rename");
+    }
+    g_held.push_back(s.fd);
+    s.fd = -1;
+    return "ok " + std::to_string(port);
+}
+
+// send() or write() of "x" on a new, never-bound UDP socket (4: IPv4, 6:
+// IPv6), which has no destination; then the local port it has.
+std::string op_nodest(const std::vector<std::string>& f) {
+    if (f.size() != 3 || (f[1] != "4" && f[1] != "6") || (f[2] != "send" && f[2] != "write")) return "usage";
+    Fd s(socket(f[1] == "4" ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (s.fd < 0) return err("socket");
+    ssize_t n = f[2] == "send" ? send(s.fd, "x", 1, 0) : write(s.fd, "x", 1);
+    std::string r = n == 1 ? "ok" : err(f[2].c_str());
+    return r + " port " + std::to_string(held_port(s.fd));
+}
+
+// RLIMIT_FSIZE of PID, read (prlimit with no new limit): ok SOFT.
+std::string op_limit(const std::vector<std::string>& f) {
+    if (f.size() != 2) return "usage";
+    rlimit old{};
+    if (prlimit(task_of(f[1]), RLIMIT_FSIZE, nullptr, &old) != 0) return err("prlimit");
+    return old.rlim_cur == RLIM_INFINITY ? "ok unlimited" : "ok " + std::to_string(old.rlim_cur);
+}
+
+// clone3(CLONE_INTO_CGROUP) into the cgroup directory DIR, opened O_PATH:
+// ok CGROUP, the child's own line of /proc/CHILD/cgroup ("0::/path").
+std::string op_cgclone(const std::vector<std::string>& f) {
+    if (f.size() != 2) return "usage";
+    Fd dir(open(f[1].c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (dir.fd < 0) return err("open");
+    clone_args args{};
+    args.flags = CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = static_cast<uint64_t>(dir.fd);
+    long pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid < 0) return err("clone3");
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (;;) pause();
+    }
+    std::string r;
+    FILE* in = fopen(("/proc/" + std::to_string(pid) + "/cgroup").c_str(), "r");
+    char line[4096] = {};
+    if (!in)
+        r = err("fopen");
+    else if (!fgets(line, sizeof line, in))
+        r = "read:empty";
+    else
+        r = "ok " + std::string(line, strcspn(line, "\n"));
+    if (in) fclose(in);
+    kill(static_cast<pid_t>(pid), SIGKILL);
+    waitpid(static_cast<pid_t>(pid), nullptr, 0);
+    return r;
+}
+
 std::string run_op(const std::string& op) {
     std::vector<std::string> f = fields(op);
     const std::string& name = f[0];
     try {
         if (name == "connect") return op_connect(f);
         if (name == "sendto") return op_sendto(f);
+        if (name == "isocket") return op_isocket(f);
+        if (name == "sctp") return op_sctp(f);
+        if (name == "sctp-serve") return op_sctp_serve(f);
+        if (name == "inbound") return op_inbound(f);
+        if (name == "deliver") return op_deliver(f);
         if (name == "fastopen") return op_fastopen(f);
+        if (name == "srcroute") return op_srcroute(f);
+        if (name == "cmsgs") return op_cmsgs(f);
+        if (name == "reuse") return op_reuse(f);
+        if (name == "nodest") return op_nodest(f);
+        if (name == "limit") return op_limit(f);
+        if (name == "cgclone") return op_cgclone(f);
         if (name == "bind") return op_bind(f, false);
         if (name == "hold") return op_bind(f, true);
         if (name == "unbind") return op_unbind();
@@ -941,6 +1918,7 @@ std::string run_op(const std::string& op) {
         if (name == "readlink" && f.size() == 2) return op_readlink(f[1]);
         if (name == "kill" && f.size() == 3)
             return kill(pid_of(f[1]), std::stoi(f[2])) == 0 ? "ok" : err("kill");
+        if (auto r = op_sched_ipc_key_tty(f)) return *r;
         if (name == "sigio" && (f.size() == 3 || f.size() == 4))
             return op_sigio(f[1], std::stoi(f[2]), f.size() == 4 ? f[3] : "setown");
         if (name == "ownchild") return op_ownchild();

@@ -1,0 +1,200 @@
+// Terminals across the job's boundary (issue #9, finding 7).
+//
+// A job has a devpts instance of its own on /dev/pts: the ptys it opens
+// through /dev/ptmx are there, another session's /dev/pts/N is not (ENOENT,
+// no audit line: the control proves it exists and holds input). And the job
+// runs in a session of its own, without a controlling terminal, so a
+// terminal it inherits as an fd can't be made to type (TIOCSTI) or taken
+// over as its controlling terminal.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include "harness.h"
+
+namespace vmtest {
+namespace {
+
+constexpr auto npos = std::string::npos;
+
+// Whether /dev/pts is a devpts mount in this (the test's) mount namespace.
+bool devpts_mounted() {
+    std::istringstream in(read_file("/proc/self/mountinfo"));
+    for (std::string l; std::getline(in, l);)
+        if (l.find(" /dev/pts ") != npos && l.find(" - devpts ") != npos) return true;
+    return false;
+}
+
+// Sets a sysctl for the test's duration, if the kernel has it.
+class Sysctl {
+public:
+    Sysctl(std::string path, const std::string& value) : path_(std::move(path)) {
+        if (!exists(path_)) return;
+        old_ = read_file(path_);
+        std::ofstream(path_) << value << "\n";
+        if (read_file(path_) != value + "\n") ADD_FAILURE() << "can't set " << path_ << " to " << value;
+    }
+    ~Sysctl() {
+        if (!old_.empty()) std::ofstream(path_) << old_;
+    }
+
+private:
+    std::string path_, old_;
+};
+
+class TtyTest : public VmTest {
+protected:
+    void SetUp() override {
+        VmTest::SetUp();
+        ASSERT_TRUE(devpts_mounted()) << "the guest has no devpts on /dev/pts (vmtest/guest/pid1 mounts one)";
+        helper_ = install_helper(work());
+    }
+
+    // A pty pair of the test user, outside any job, whose master stays open
+    // until the test ends; `lines` lines of TEXT typed into it. Returns the
+    // slave's path.
+    std::string hold_pty(const std::string& text, int lines) {
+        const std::string file = work() + "/pts", release = work() + "/release-pty";
+        holder_.emplace(start_unconfined(
+            fmt::format("./vmhelper netproc 'pty,hold,{},{},{}' wait,{}", file, text, lines, release)));
+        if (!wait_until([&] { return exists(file); }, 60)) {
+            ADD_FAILURE() << "no pty\n" << holder_->wait(1).describe();
+            return "";
+        }
+        std::string path = read_file(file);
+        while (!path.empty() && path.back() == '\n') path.pop_back();
+        return path;
+    }
+
+    void TearDown() override {
+        if (holder_) {
+            write_file(work() + "/release-pty", "");
+            holder_->wait(30);
+        }
+    }
+
+    std::string helper_;
+    std::optional<Process> holder_;
+};
+
+TEST_F(TtyTest, AnotherSessionsTerminalIsOutOfReach) {
+    const std::string slave = hold_pty("typed input", 2);
+    ASSERT_TRUE(slave.starts_with("/dev/pts/")) << slave;
+    const std::string read_op = "ttyread," + slave;
+
+    Result control = run_unconfined("./vmhelper netproc " + read_op);
+    ASSERT_EQ(parse_ops(control.out)[read_op], "ok typed input") << control.describe();
+
+    // The job opens its own pty first: a private instance numbers from 0,
+    // so its own may well be called what the outside one is.
+    Result r = run_confined("", "./vmhelper netproc pty,own " + read_op);
+    Ops o = parse_ops(r.out);
+    EXPECT_EQ(o["pty,own"], "ok /dev/pts/0") << r.describe();
+    EXPECT_TRUE(o[read_op] == "open:ENOENT" || (slave == "/dev/pts/0" && o[read_op] == "open:EIO"))
+        << r.describe();
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+
+    Result alone = run_confined("", "./vmhelper netproc " + read_op + "; ls /dev/pts | tr '\\n' ' '; echo");
+    EXPECT_EQ(parse_ops(alone.out)[read_op], "open:ENOENT") << alone.describe();
+    EXPECT_TRUE(alone.out.ends_with("\nptmx \n")) << "/dev/pts should hold only ptmx\n" << alone.describe();
+    EXPECT_TRUE(alone.audit.empty()) << alone.describe();
+
+    // The second line is still there: the jobs read nothing.
+    Result after = run_unconfined("./vmhelper netproc " + read_op);
+    EXPECT_EQ(parse_ops(after.out)[read_op], "ok typed input") << after.describe();
+}
+
+// Programs that need a terminal (script, ssh -t, expect...) get one.
+TEST_F(TtyTest, TheJobMakesPtysOfItsOwn) {
+    Result r = run_confined("", "./vmhelper netproc pty,own; script -qc tty /dev/null");
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(parse_ops(r.out)["pty,own"], "ok /dev/pts/0") << r.describe();
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("\n/dev/pts/[0-9]+\r?\n"))) << "script got no terminal\n"
+                                                                             << r.describe();
+    EXPECT_EQ(r.out.find("not a tty"), npos) << r.describe();
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+}
+
+// confine's caller's terminal, inherited as fd 0: TIOCSTI would type into
+// it (the caller's shell runs it once the job ends); the kernel allows that
+// only on the caller's controlling terminal, which the job, in a session of
+// its own, doesn't have and can't take.
+TEST_F(TtyTest, TheJobCannotTypeIntoAnInheritedTerminal) {
+    // Since 6.2 TIOCSTI is off unless this is set (Debian: off).
+    Sysctl legacy("/proc/sys/dev/tty/legacy_tiocsti", "1");
+    const std::string slave = hold_pty("unused", 0);
+    ASSERT_TRUE(slave.starts_with("/dev/pts/")) << slave;
+    const std::string read_op = "ttyread," + slave;
+    const uid_t uid = test_user().uid;
+    const gid_t gid = test_user().gid;
+
+    // Control: the same user, in a session whose controlling terminal it
+    // is (setsid -c), as confine's caller would be.
+    Result control = run_root(fmt::format(
+        "exec setsid -c setpriv --reuid={} --regid={} --init-groups ./vmhelper netproc 'tiocsti,0,echo typed' <>{}",
+        uid, gid, slave));
+    EXPECT_EQ(parse_ops(control.out)["tiocsti,0,echo typed"], "ok") << control.describe();
+    Result typed = run_unconfined("./vmhelper netproc " + read_op);
+    EXPECT_EQ(parse_ops(typed.out)[read_op], "ok echo typed") << typed.describe();
+    ASSERT_FALSE(HasFailure());
+
+    // confine in that position: its stdin the terminal, which is its
+    // session's controlling terminal.
+    const std::string audit = at("audit-tty.jsonl");
+    Result r = run_root(fmt::format(
+        "exec setsid -c {} run --user {} --workdir {} --audit-log {} --job-id tty-job -- "
+        "./vmhelper netproc 'tiocsti,0,echo typed' tiocsctty,0 'tiocsti,0,echo again' <>{}",
+        confine_bin(), kUser, work(), audit, slave));
+    r.job = "tty-job";
+    r.audit = parse_audit(read_file(audit));
+    Ops o = parse_ops(r.out);
+    EXPECT_EQ(o["tiocsti,0,echo typed"], "TIOCSTI:EPERM") << r.describe();
+    EXPECT_EQ(o["tiocsctty,0"], "TIOCSCTTY:EPERM") << r.describe();
+    EXPECT_EQ(o["tiocsti,0,echo again"], "TIOCSTI:EPERM") << r.describe();
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+    Result nothing = run_unconfined("./vmhelper netproc " + read_op);
+    EXPECT_EQ(parse_ops(nothing.out)[read_op], "read:ETIMEDOUT") << "the job typed\n" << nothing.describe();
+}
+
+// A terminal that no session owns (a pty its holder opened O_NOCTTY and
+// handed over as stdin, as a harness driving confine through a pty may),
+// inherited as fd 0: the job, a session leader without a controlling
+// terminal, could make it its own (TIOCSCTTY) and then type into it
+// (TIOCSTI) for whatever reads that terminal after the job.
+TEST_F(TtyTest, TheJobCannotTakeOverASessionlessTerminal) {
+    Sysctl legacy("/proc/sys/dev/tty/legacy_tiocsti", "1");
+    const std::string slave = hold_pty("unused", 0);
+    ASSERT_TRUE(slave.starts_with("/dev/pts/")) << slave;
+    const std::string read_op = "ttyread," + slave;
+    const std::string ops = "tiocsctty,0 'tiocsti,0,echo typed'";
+
+    // Control: the same user, in a session of its own (setsid) but without
+    // a controlling terminal, as the job is.
+    Result control = run_root(
+        fmt::format("exec setsid setpriv --reuid={} --regid={} --init-groups ./vmhelper netproc {} <>{}",
+                    test_user().uid, test_user().gid, ops, slave));
+    Ops c = parse_ops(control.out);
+    EXPECT_EQ(c["tiocsctty,0"], "ok") << control.describe();
+    EXPECT_EQ(c["tiocsti,0,echo typed"], "ok") << control.describe();
+    Result typed = run_unconfined("./vmhelper netproc " + read_op);
+    EXPECT_EQ(parse_ops(typed.out)[read_op], "ok echo typed") << typed.describe();
+    ASSERT_FALSE(HasFailure());
+
+    const std::string audit = at("audit-tty.jsonl");
+    Result r = run_root(fmt::format("exec {} run --user {} --workdir {} --audit-log {} --job-id tty-job -- "
+                                    "./vmhelper netproc {} <>{}",
+                                    confine_bin(), kUser, work(), audit, ops, slave));
+    r.job = "tty-job";
+    r.audit = parse_audit(read_file(audit));
+    EXPECT_NE(parse_ops(r.out)["tiocsti,0,echo typed"], "ok") << r.describe();
+    Result nothing = run_unconfined("./vmhelper netproc " + read_op);
+    EXPECT_EQ(parse_ops(nothing.out)[read_op], "read:ETIMEDOUT") << "the job typed\n" << nothing.describe();
+}
+
+}  // namespace
+}  // namespace vmtest
