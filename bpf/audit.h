@@ -37,6 +37,7 @@ enum confine_op {
     CONFINE_OP_CGROUP,   /* a child placed in another cgroup (clone3 CLONE_INTO_CGROUP) */
     CONFINE_OP_SETSOCKOPT, /* a socket option that would send traffic elsewhere (source routing) */
     CONFINE_OP_MOUNT,    /* a mount that would give files a second path */
+    CONFINE_OP_TTY,      /* a terminal ioctl that would type into, or take over, a terminal outside the job */
 };
 
 /* Why a decision was made; anything but POLICY is a fail-closed denial. */

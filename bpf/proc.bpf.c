@@ -32,6 +32,9 @@
  *                         or attached trees, nor overlays, which would give
  *                         files a second path; fresh tmpfs, proc, sysfs,
  *                         mqueue and devpts alias nothing and pass.
+ *   file_ioctl (terminals) - TIOCSCTTY only on a pty of the job's own,
+ *                         TIOCSTI and TIOCLINUX never: no typing into a
+ *                         terminal outside the job.
  *   bpf                 - no bpf() at all from a job, so a job can't reach
  *                         confine's pinned maps and programs even where
  *                         unprivileged BPF is enabled.
@@ -404,6 +407,41 @@ static __always_inline int check_owner(unsigned int cmd, unsigned long arg)
     return ret;
 }
 
+/* ---- terminals ------------------------------------------------------------- */
+
+/* A job is a session of its own with no controlling terminal, which keeps
+ * TIOCSTI (typing into a terminal's input) out of reach, unless it makes a
+ * terminal it inherited its controlling one: a pty that no session owns,
+ * passed down as stdin, would do. So a job may take as controlling
+ * terminal only one of its own (a pty opened in its own mount namespace,
+ * whose devpts is private), and never types into one, nor uses TIOCLINUX
+ * (selection paste on a console). From include/uapi/asm-generic/ioctls.h. */
+#define TIOCSCTTY 0x540E
+#define TIOCSTI 0x5412
+#define TIOCLINUX 0x541C
+
+static __always_inline bool own_terminal(struct file *file)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct vfsmount *mnt = BPF_CORE_READ(file, f_path.mnt);
+    struct mount *m = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
+
+    return BPF_CORE_READ(m, mnt_ns) == BPF_CORE_READ(task, nsproxy, mnt_ns);
+}
+
+static __always_inline int check_tty(struct file *file, unsigned int cmd)
+{
+    struct confine_job *job;
+    __u64 cgid;
+
+    if (cmd != TIOCSCTTY && cmd != TIOCSTI && cmd != TIOCLINUX)
+        return 0;
+    job = current_job(&cgid);
+    if (!job || (cmd == TIOCSCTTY && own_terminal(file)))
+        return 0;
+    return refuse(job, cgid, CONFINE_OP_TTY) == ALLOW ? 0 : -EPERM;
+}
+
 SEC("lsm/file_fcntl")
 int BPF_PROG(confine_file_fcntl, struct file *file, unsigned int cmd, unsigned long arg)
 {
@@ -413,11 +451,11 @@ int BPF_PROG(confine_file_fcntl, struct file *file, unsigned int cmd, unsigned l
 SEC("lsm/file_ioctl")
 int BPF_PROG(confine_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg)
 {
-    return check_owner(cmd, arg);
+    return check_owner(cmd, arg) ?: check_tty(file, cmd);
 }
 
 SEC("lsm/file_ioctl_compat")
 int BPF_PROG(confine_file_ioctl_compat, struct file *file, unsigned int cmd, unsigned long arg)
 {
-    return check_owner(cmd, arg);
+    return check_owner(cmd, arg) ?: check_tty(file, cmd);
 }

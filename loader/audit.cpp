@@ -42,6 +42,7 @@ const char* op_name(uint16_t op) {
     case CONFINE_OP_CGROUP: return "cgroup";
     case CONFINE_OP_SETSOCKOPT: return "setsockopt";
     case CONFINE_OP_MOUNT: return "mount";
+    case CONFINE_OP_TTY: return "tty";
     default: return "unknown";
     }
 }

@@ -264,10 +264,16 @@ Result<bool> audit_apart_from_job(const std::string& path, const policy::Compile
                                   "(not 2>&1), so no line in the log can be forged"));
         return true;
     }
-    std::filesystem::path p = std::filesystem::absolute(path);
+    // Where the log really is: through symlinks at the end too, dangling
+    // ones included (the log would be created where they point).
     std::error_code ec;
-    std::filesystem::path dir = std::filesystem::canonical(p.parent_path(), ec);
-    std::string resolved = ec ? p.string() : (dir / p.filename()).string();
+    std::filesystem::path real = std::filesystem::absolute(path);
+    for (int i = 0; i < 40 && std::filesystem::is_symlink(real, ec); i++) {
+        std::filesystem::path target = std::filesystem::read_symlink(real, ec);
+        real = target.is_absolute() ? target : real.parent_path() / target;
+    }
+    std::filesystem::path dir = std::filesystem::canonical(real.parent_path(), ec);
+    std::string resolved = ec ? real.string() : (dir / real.filename()).string();
     if (policy::access_at(c, resolved) & policy::kWrite)
         return fail(Error::msg("audit: the audit log " + resolved + " is writable by the job under its policy")
                         .hint("Put it outside the job's writable set, so no line in it can be forged"));
@@ -275,6 +281,10 @@ Result<bool> audit_apart_from_job(const std::string& path, const policy::Compile
     if (stat(path.c_str(), &st) == 0 && job_writes(st, STDERR_FILENO))
         return fail(Error::msg("audit: the audit log " + path + " is the job's stdin, stdout or stderr")
                         .hint("Give --audit-log a file or pipe of its own, so no line in it can be forged"));
+    // A second name could be in the job's writable set.
+    if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
+        return fail(Error::msg("audit: the audit log " + path + " has other hard links, which the job may reach")
+                        .hint("Give --audit-log a file with one name, outside the job's writable set"));
     return false;
 }
 
