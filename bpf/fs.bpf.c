@@ -2,7 +2,8 @@
  *
  * Hooks, lsm_cgroup (attached to each job's cgroup; hot for every process):
  *   file_open    - every open of a file: for read (open_read), for write or
- *                  with O_TRUNC (open_write), and by execve (exec). This
+ *                  with O_TRUNC (open_write), and by execve (exec), but
+ *                  /dev/null, /dev/zero and /dev/full always open. This
  *                  includes re-opens through /proc/self/fd/N and
  *                  /proc/self/root, opens issued by io_uring, and O_PATH fds
  *                  turned into real ones: the kernel has resolved the path to
@@ -50,6 +51,7 @@
 #define __O_TMPFILE 020000000
 #define FMODE_CREATED 0x100000 /* 1 << 20, the same from 6.1 to 7.1 */
 #define S_IFMT 00170000
+#define S_IFCHR 0020000
 #define S_IFDIR 0040000
 
 /* key: the job's cgroup id then the path with a trailing '/';
@@ -291,6 +293,20 @@ static __always_inline int check_exec(struct confine_job *job, __u64 cgid, struc
     return check_path(job, cgid, dentry, mnt, CONFINE_OP_EXEC, CONFINE_FS_EXEC);
 }
 
+/* /dev/null, /dev/zero and /dev/full (char 1:3, 1:5, 1:7, wherever their
+ * node is) open for read and write under every policy, as the job's own
+ * loopback is reachable: writing them changes nothing, and tools need them
+ * (`> /dev/null`; git stops without it). MKDEV is (major << 20) | minor. */
+static __always_inline bool discard_device(struct inode *inode)
+{
+    __u32 rdev;
+
+    if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFCHR)
+        return false;
+    rdev = BPF_CORE_READ(inode, i_rdev);
+    return rdev == ((1u << 20) | 3) || rdev == ((1u << 20) | 5) || rdev == ((1u << 20) | 7);
+}
+
 SEC("lsm_cgroup/file_open")
 int BPF_PROG(confine_file_open, struct file *file)
 {
@@ -312,6 +328,8 @@ int BPF_PROG(confine_file_open, struct file *file)
     if (internal_mount(mnt) || kernel_override(bpf_get_current_task_btf()))
         return ALLOW;
     if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
+        return ALLOW;
+    if (discard_device(BPF_CORE_READ(file, f_inode)))
         return ALLOW;
     fmode = BPF_CORE_READ(file, f_mode);
     /* This open just created the file, and path_mknod allowed that in this

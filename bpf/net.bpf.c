@@ -593,22 +593,38 @@ int confine_bind6(struct bpf_sock_addr *ctx)
     return check_bind(ctx, AF_INET6);
 }
 
+#define ECONNREFUSED 111
+
 /* connect and sendto to a loopback destination that no `connect` rule
  * lists (socket_connect/socket_sendmsg let those through): allowed only if
  * the socket it reaches is the job's. Deciding on the socket itself, not on
  * what the job once bound, keeps a port the job gave back (close, or
  * connect(AF_UNSPEC) on an autobound socket) out of reach once another
- * process holds it. */
+ * process holds it.
+ *
+ * Where nothing is there, there is nothing to protect: the job gets the
+ * kernel's own answer for a closed port, ECONNREFUSED, and no audit
+ * record, so tools that wait for their own server to come up keep
+ * waiting. It is refused here rather than let through, so a host service
+ * that starts listening after this lookup still never sees the
+ * connection. (The job learns no more than /proc/net/tcp tells it.) */
 static __always_inline int check_loopback(struct bpf_sock_addr *ctx, __u16 family, __u16 op)
 {
     struct confine_net_key key = {};
     struct confine_job *job = sock_addr_job(ctx, &key.cgroup_id);
+    enum reach reach;
 
     if (!job)
         return DENY;
-    if (!sock_addr_key(ctx, family, &key) || !is_loopback(key.addr) ||
-        rule_allows(&key, CONFINE_NET_CONNECT) || socket_at(ctx, &key) == REACH_OWN)
+    if (!sock_addr_key(ctx, family, &key) || !is_loopback(key.addr) || rule_allows(&key, CONFINE_NET_CONNECT))
         return ALLOW;
+    reach = socket_at(ctx, &key);
+    if (reach == REACH_OWN || (reach == REACH_NOBODY && (job->flags & CONFINE_JOB_AUDIT)))
+        return ALLOW;
+    if (reach == REACH_NOBODY) {
+        bpf_set_retval(-ECONNREFUSED);
+        return DENY;
+    }
     report_inet(job, &key, op);
     return verdict(job);
 }

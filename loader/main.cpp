@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kUsage = R"(usage:
   confine run [--policy FILE] [--workdir DIR] [--user USER] [--mode enforce|audit]
               [--audit-log FILE] [--job-id ID] [--timeout DURATION] [--allow-root]
-              [--keep-dirs] [--print-policy] [-v] -- CMD [ARG...]
+              [--seed-home DIR] [--keep-dirs] [--print-policy] [-v] -- CMD [ARG...]
   confine probe [-v]     can this kernel enforce? exit 0, or explain and exit 1
   confine check FILE     validate a policy; errors as FILE:LINE:COL: message
 )";
@@ -28,7 +28,7 @@ int usage_error(const std::string& what) {
 int cmd_run(int argc, char** argv) {
     confine::RunOptions o;
     bool verbose = false;
-    enum { kPolicy = 256, kWorkdir, kUser, kMode, kAuditLog, kJobId, kAllowRoot, kPrintPolicy, kKeepDirs, kTimeout };
+    enum { kPolicy = 256, kWorkdir, kUser, kMode, kAuditLog, kJobId, kAllowRoot, kPrintPolicy, kKeepDirs, kTimeout, kSeedHome };
     static const option longopts[] = {
         {"policy", required_argument, nullptr, kPolicy},
         {"workdir", required_argument, nullptr, kWorkdir},
@@ -40,6 +40,7 @@ int cmd_run(int argc, char** argv) {
         {"print-policy", no_argument, nullptr, kPrintPolicy},
         {"keep-dirs", no_argument, nullptr, kKeepDirs},
         {"timeout", required_argument, nullptr, kTimeout},
+        {"seed-home", required_argument, nullptr, kSeedHome},
         {"verbose", no_argument, nullptr, 'v'},
         {nullptr, 0, nullptr, 0},
     };
@@ -60,6 +61,7 @@ int cmd_run(int argc, char** argv) {
         case kAllowRoot: o.allow_root = true; break;
         case kPrintPolicy: o.print_policy = true; break;
         case kKeepDirs: o.keep_dirs = true; break;
+        case kSeedHome: o.seed_home = optarg; break;
         case kTimeout:
             if (auto d = confine::policy::parse_duration(optarg)) o.timeout_s = *d;
             else return usage_error("--timeout: " + d.error());

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -119,6 +120,10 @@ private:
     bool keep_ = false;
 };
 
+// The PATH of a job whose policy neither keeps nor sets one: systemd's
+// default for services.
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 std::vector<std::string> job_environment(const policy::Compiled& c, const std::string& home,
                                          const std::string& tmp) {
     std::vector<std::string> env;
@@ -127,7 +132,49 @@ std::vector<std::string> job_environment(const policy::Compiled& c, const std::s
     for (const auto& [name, value] : c.env_set) env.push_back(name + "=" + value);
     env.push_back("HOME=" + home);
     env.push_back("TMPDIR=" + tmp);
+    // A job with no PATH can't find its programs (gcc not even its own cc1).
+    if (std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("PATH="); }))
+        env.push_back(std::string("PATH=") + kDefaultPath);
     return env;
+}
+
+// Copies the runner's directory `from` into the job's fresh HOME: how a
+// runner hands the agent its settings without opening the account home to
+// it. The copy runs as the job's user, so it reads only what the job's
+// user could read anyway, whatever `from` holds or is swapped for meanwhile.
+// Symlinks are copied as symlinks (grants nothing: the job's access is
+// decided on what they resolve to); devices, fifos and sockets are refused.
+Result<void> seed_home(const std::string& from, const std::string& home, const User& u) {
+    struct stat st {};
+    if (stat(from.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return fail(Error::msg("run: --seed-home " + from + " is not a directory")
+                        .hint("Pass a directory whose contents become the job's HOME"));
+    pid_t pid = fork();
+    if (pid < 0) return fail(Error::sys("run: fork to seed HOME"));
+    if (pid == 0) {
+        if (u.uid != 0 && (setgroups(u.groups.size(), u.groups.data()) != 0 || setresgid(u.gid, u.gid, u.gid) != 0 ||
+                           setresuid(u.uid, u.uid, u.uid) != 0)) {
+            fmt::print(stderr, "confine: run: seeding HOME: dropping to uid {}: {}\n", u.uid, strerror(errno));
+            _exit(1);
+        }
+        std::error_code ec;
+        std::filesystem::copy(from, home,
+                              std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks,
+                              ec);
+        if (ec) {
+            fmt::print(stderr, "confine: run: copying {} into the job's HOME as {}: {}\n", from, u.name, ec.message());
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fail(Error::msg("run: --seed-home " + from + " could not be copied (above)")
+                        .hint("The copy runs as the job's user: give it read access, and keep only regular "
+                              "files, directories and symlinks in it"));
+    return {};
 }
 
 Result<std::string> resolve_workdir(const std::string& dir) {
@@ -343,6 +390,11 @@ int run(const RunOptions& o) {
         print_error(dirs.error());
         return kExitFailure;
     }
+    if (!o.seed_home.empty())
+        if (auto r = seed_home(o.seed_home, dirs->home(), *user); !r) {
+            print_error(r.error());
+            return kExitFailure;
+        }
     auto compiled = policy::compile(*pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
     if (!compiled) {
         print_error(compiled.error());

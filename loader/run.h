@@ -20,6 +20,7 @@ struct RunOptions {
     bool allow_root = false;
     bool print_policy = false;
     bool keep_dirs = false;                   // keep the private HOME and TMPDIR
+    std::string seed_home;                    // copied into the private HOME at start
     std::optional<uint64_t> timeout_s;        // overrides [limits] timeout; 0: none
     std::vector<std::string> command;
 };

@@ -160,6 +160,23 @@ TEST_F(FsTest, WritingUnderAReadOnlyRuleIsDenied) {
     EXPECT_EQ(control.status, 0) << control.describe();
 }
 
+// /dev/null, /dev/zero and /dev/full open for writing under every policy,
+// here one that makes /dev read-only (git stops without /dev/null); the
+// rest of /dev stays as the policy says.
+TEST_F(FsTest, DiscardDevicesAreWritableUnderEveryPolicy) {
+    const std::string policy = "version = 1\n[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\", "
+                               "\"/dev\"]\nwrite = [\"{workdir}\"]\n[env]\nkeep = [\"PATH\"]\n";
+    const std::string cmd =
+        "for d in null zero full urandom; do (: > /dev/$d) && echo \"$d ok\"; done; echo x > /dev/null && echo written";
+    Result control = run_unconfined(cmd);
+    EXPECT_EQ(control.out, "null ok\nzero ok\nfull ok\nurandom ok\nwritten\n") << control.describe();
+
+    Result r = run_confined(policy, cmd);
+    EXPECT_EQ(r.out, "null ok\nzero ok\nfull ok\nwritten\n") << r.describe();
+    EXPECT_DENIAL(r, "open_write", "/dev/urandom", "sh");
+    EXPECT_EQ(r.audit.size(), 1u) << r.describe();
+}
+
 TEST_F(FsTest, GitConfigIsReadOnlyInTheWorkdir) {
     make_dir(work() + "/.git");
     write_file(work() + "/.git/config", "[core]\n");

@@ -406,6 +406,46 @@ TEST_F(NetMoreTest, AJobPortOnOneLoopbackAddressOpensNoOther) {
     EXPECT_DENIAL(r, "sendmsg", fmt::format("udp://127.0.0.1:{}", port), "vmhelper");
 }
 
+// A loopback port where nothing is there protects nothing: the job gets
+// the kernel's own answer, ECONNREFUSED, with no audit record, so a job
+// polling for its own test server to come up keeps polling. UDP is refused
+// at connect and send (the kernel reports it at the next send): a
+// connected socket would otherwise reach a host service bound later.
+TEST_F(NetMoreTest, ALoopbackPortWithNothingThereIsRefusedAsTheKernelWould) {
+    const std::vector<uint16_t> p = free_ports(2);
+    std::vector<std::string> ops;
+    for (const char* addr : {"127.0.0.1", "::1"}) ops.push_back(fmt::format("connect,tcp,{},{}", addr, p[0]));
+    ops.push_back(fmt::format("fastopen,127.0.0.1,{}", p[0]));
+    for (const char* addr : {"127.0.0.1", "::1"}) {
+        ops.push_back(fmt::format("connect,udp,{},{}", addr, p[1]));
+        ops.push_back(fmt::format("sendto,udp,{},{},lo", addr, p[1]));
+    }
+    const std::string cmd = netproc("./vmhelper", ops);
+
+    Result control = run_unconfined(cmd);
+    Ops c = parse_ops(control.out);
+    for (const auto& op : ops) {
+        if (op.starts_with("connect,tcp")) {
+            EXPECT_EQ(c[op], "connect:ECONNREFUSED") << control.describe();
+        }
+    }
+
+    Result r = run_confined("", cmd);
+    Ops o = parse_ops(r.out);
+    for (const auto& op : ops) {
+        const bool sends = op.starts_with("sendto") || op.starts_with("fastopen");
+        EXPECT_EQ(o[op], sends ? "sendto:ECONNREFUSED" : "connect:ECONNREFUSED") << op << "\n" << r.describe();
+    }
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+
+    // A host service on that port is still out of reach, and audited.
+    HostSock host = HostSock::inet(SOCK_STREAM, "127.0.0.1", p[0]);
+    Result taken = run_confined("", netproc("./vmhelper", {ops[0]}));
+    EXPECT_EQ(parse_ops(taken.out)[ops[0]], "connect:EPERM") << taken.describe();
+    EXPECT_EQ(host.pending(), 0);
+    EXPECT_DENIAL(taken, "connect", fmt::format("tcp://127.0.0.1:{}", p[0]), "vmhelper");
+}
+
 // A socket bound to port 0 gives its port back on connect(AF_UNSPEC)
 // without being closed. The port is no longer the job's, whoever binds it
 // next.

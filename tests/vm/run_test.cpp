@@ -79,6 +79,66 @@ TEST_F(RunTest, EnvironmentIsScrubbed) {
     EXPECT_EQ(env["TERM"], "dumb");
 }
 
+// A policy that neither keeps nor sets PATH still lets the job find its
+// programs (gcc would not even find its own cc1 without one).
+TEST_F(RunTest, AJobWhosePolicyHasNoPathGetsTheStandardOne) {
+    const std::string policy = "version = 1\n[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\"]\n"
+                               "write = [\"{workdir}\"]\n[env]\nkeep = []\n";
+    Result r = run({.policy = policy, .env = {"PATH=/nonexistent"}, .argv = {"sh", "-c", "echo $PATH; command -v git"}});
+    ASSERT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n/usr/bin/git\n") << r.describe();
+
+    // One the policy keeps is the caller's.
+    r = run({.policy = policy + "set = { PATH = \"/bin\" }\n", .argv = {"/bin/sh", "-c", "echo $PATH"}});
+    EXPECT_EQ(r.out, "/bin\n") << r.describe();
+}
+
+// --seed-home copies a directory the runner owns into the fresh HOME, as
+// the job's user: files, modes and symlinks (as symlinks), nothing the
+// user couldn't read, and nothing but files, directories and symlinks.
+TEST_F(RunTest, SeedHomeIsCopiedIntoThePrivateHomeAsTheJobsUser) {
+    const std::string seed = at("seed");
+    make_dir(seed);
+    make_dir(seed + "/.config");
+    make_dir(seed + "/.config/agent");
+    write_file(seed + "/.config/agent/settings.json", "{\"baseURL\": \"http://127.0.0.2:8080\"}\n", 0600);
+    write_file(seed + "/.profile", "export X=1\n", 0644);
+    ASSERT_EQ(symlink(".config/agent/settings.json", (seed + "/settings").c_str()), 0);
+    ASSERT_EQ(lchown((seed + "/settings").c_str(), test_user().uid, test_user().gid), 0);
+
+    Result r = run({.args = {"--seed-home", seed},
+                    .argv = {"/bin/sh", "-c",
+                             "cd \"$HOME\" && find . -mindepth 1 -printf '%P %y %m %u\\n' | sort && "
+                             "cat settings && echo more >> .profile && ls -ld \"$HOME\" | cut -c1-10"}});
+    ASSERT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, fmt::format(".config d 755 {0}\n.config/agent d 755 {0}\n.config/agent/settings.json f 600 {0}\n"
+                                 ".profile f 644 {0}\nsettings l 777 {0}\n"
+                                 "{{\"baseURL\": \"http://127.0.0.2:8080\"}}\ndrwx------\n",
+                                 kUser))
+        << r.describe();
+    EXPECT_EQ(read_file(seed + "/.profile"), "export X=1\n") << "the job wrote through to the runner's seed";
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
+
+    // What the job's user can't read is not copied: the job never starts.
+    write_file(seed + "/secret", "x", 0600);
+    ASSERT_EQ(chown((seed + "/secret").c_str(), 0, 0), 0);
+    r = run({.args = {"--seed-home", seed}, .argv = {"/bin/sh", "-c", "touch ran"}});
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find("--seed-home " + seed), npos) << r.describe();
+    EXPECT_FALSE(exists(work() + "/ran"));
+    unlink((seed + "/secret").c_str());
+
+    // Nor a fifo, nor a seed that isn't a directory.
+    ASSERT_EQ(mkfifo((seed + "/fifo").c_str(), 0644), 0);
+    r = run({.args = {"--seed-home", seed}, .argv = {"/bin/sh", "-c", "touch ran"}});
+    EXPECT_EQ(r.status, 125) << r.describe();
+    unlink((seed + "/fifo").c_str());
+    r = run({.args = {"--seed-home", seed + "/.profile"}, .argv = {"/bin/sh", "-c", "touch ran"}});
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find("not a directory"), npos) << r.describe();
+    EXPECT_FALSE(exists(work() + "/ran"));
+}
+
 TEST_F(RunTest, HomeAndTmpdirArePrivateFreshAndWritable) {
     Result r = run_confined("",
                             "for d in \"$HOME\" \"$TMPDIR\"; do "
