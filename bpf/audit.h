@@ -50,6 +50,7 @@ enum confine_reason {
     CONFINE_REASON_OWNER_IN_USER_MEMORY, /* a file owner passed by pointer: can't be checked race-free */
     CONFINE_REASON_MAP_FULL,      /* a map that must remember the object is full */
     CONFINE_REASON_SOURCE_ROUTE,  /* an option routing packets via another address first */
+    CONFINE_REASON_NOTHING_LISTENING, /* audit mode: enforce would answer ECONNREFUSED */
 };
 
 enum confine_target_kind {

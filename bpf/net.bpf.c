@@ -137,10 +137,10 @@ static __always_inline bool rule_allows(const struct confine_net_key *key, __u32
     return ops && (*ops & op);
 }
 
-static __always_inline void report_inet_proto(struct confine_job *job, const struct confine_net_key *key,
-                                              __u16 op, __u8 proto)
+static __always_inline void report_inet_why(struct confine_job *job, const struct confine_net_key *key,
+                                            __u16 op, __u8 proto, __u8 reason)
 {
-    struct confine_event *e = event_reserve(job, key->cgroup_id, op, CONFINE_REASON_POLICY);
+    struct confine_event *e = event_reserve(job, key->cgroup_id, op, reason);
 
     if (e) {
         e->target_kind = CONFINE_TARGET_INET;
@@ -149,6 +149,12 @@ static __always_inline void report_inet_proto(struct confine_job *job, const str
         e->target.inet.proto = proto;
         bpf_ringbuf_submit(e, 0);
     }
+}
+
+static __always_inline void report_inet_proto(struct confine_job *job, const struct confine_net_key *key,
+                                              __u16 op, __u8 proto)
+{
+    report_inet_why(job, key, op, proto, CONFINE_REASON_POLICY);
 }
 
 static __always_inline void report_inet(struct confine_job *job, const struct confine_net_key *key, __u16 op)
@@ -607,7 +613,12 @@ int confine_bind6(struct bpf_sock_addr *ctx)
  * record, so tools that wait for their own server to come up keep
  * waiting. It is refused here rather than let through, so a host service
  * that starts listening after this lookup still never sees the
- * connection. (The job learns no more than /proc/net/tcp tells it.) */
+ * connection. (The job learns no more than /proc/net/tcp tells it.)
+ * "Nothing there" is what the lookup finds, and it can't find a socket
+ * bound to a device (SO_BINDTODEVICE: the helpers look up with ifindex
+ * 0): refusing keeps those out of reach too. Audit mode, which lets the
+ * connection through, records it (reason nothing_listening), as it does
+ * every refusal enforce mode would make. */
 static __always_inline int check_loopback(struct bpf_sock_addr *ctx, __u16 family, __u16 op)
 {
     struct confine_net_key key = {};
@@ -619,8 +630,13 @@ static __always_inline int check_loopback(struct bpf_sock_addr *ctx, __u16 famil
     if (!sock_addr_key(ctx, family, &key) || !is_loopback(key.addr) || rule_allows(&key, CONFINE_NET_CONNECT))
         return ALLOW;
     reach = socket_at(ctx, &key);
-    if (reach == REACH_OWN || (reach == REACH_NOBODY && (job->flags & CONFINE_JOB_AUDIT)))
+    if (reach == REACH_OWN)
         return ALLOW;
+    if (reach == REACH_NOBODY && (job->flags & CONFINE_JOB_AUDIT)) {
+        report_inet_why(job, &key, op, key.kind == CONFINE_NET_UDP ? IPPROTO_UDP : IPPROTO_TCP,
+                        CONFINE_REASON_NOTHING_LISTENING);
+        return ALLOW;
+    }
     if (reach == REACH_NOBODY) {
         bpf_set_retval(-ECONNREFUSED);
         return DENY;

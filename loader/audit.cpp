@@ -56,6 +56,7 @@ const char* reason_name(uint8_t reason) {
     case CONFINE_REASON_OWNER_IN_USER_MEMORY: return "owner_in_user_memory";
     case CONFINE_REASON_MAP_FULL: return "map_full";
     case CONFINE_REASON_SOURCE_ROUTE: return "source_route";
+    case CONFINE_REASON_NOTHING_LISTENING: return "nothing_listening";
     default: return nullptr;
     }
 }

@@ -1,5 +1,6 @@
 #include "loader/run.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
@@ -16,6 +17,7 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <random>
 
 #include "loader/audit.h"
@@ -138,42 +140,105 @@ std::vector<std::string> job_environment(const policy::Compiled& c, const std::s
     return env;
 }
 
+// Copies the directory open at `from` into the one open at `to`, entry by
+// entry through directory fds, never following a symlink: a symlink is
+// copied as one, and a name swapped for a symlink, a fifo or a device
+// between the look and the open is refused, not followed or blocked on.
+// False, with `err` naming the entry, on anything but files, directories
+// and symlinks.
+bool copy_tree(int from, int to, const std::string& where, int depth, std::string& err) {
+    auto failed = [&](const std::string& name, const std::string& what) {
+        err = fmt::format("{}/{}: {}", where, name, what);
+        return false;
+    };
+    if (depth > 64) return failed("", "more than 64 directories deep");
+    DIR* d = fdopendir(dup(from));
+    if (!d) return failed("", strerror(errno));
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(d, closedir);
+    while (dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        struct stat st {};
+        if (fstatat(from, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return failed(name, strerror(errno));
+        const mode_t mode = st.st_mode & 0777;
+        if (S_ISLNK(st.st_mode)) {
+            char target[PATH_MAX];
+            ssize_t n = readlinkat(from, name.c_str(), target, sizeof target - 1);
+            if (n < 0) return failed(name, strerror(errno));
+            target[n] = '\0';
+            if (symlinkat(target, to, name.c_str()) != 0) return failed(name, strerror(errno));
+        } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+            const bool is_dir = S_ISDIR(st.st_mode);
+            Fd in(openat(from, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0)));
+            struct stat now {};
+            if (!in || fstat(in.get(), &now) != 0) return failed(name, strerror(errno));
+            if (now.st_dev != st.st_dev || now.st_ino != st.st_ino) return failed(name, "changed while being copied");
+            if (is_dir) {
+                // Writable while it is filled; its own mode at the end.
+                if (mkdirat(to, name.c_str(), 0700) != 0) return failed(name, strerror(errno));
+                Fd out(openat(to, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+                if (!out) return failed(name, strerror(errno));
+                if (!copy_tree(in.get(), out.get(), where + "/" + name, depth + 1, err)) return false;
+                if (fchmod(out.get(), mode) != 0) return failed(name, strerror(errno));
+            } else {
+                Fd out(openat(to, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+                if (!out) return failed(name, strerror(errno));
+                char buf[65536];
+                for (ssize_t n; (n = read(in.get(), buf, sizeof buf)) != 0;) {
+                    if (n < 0 && errno == EINTR) continue;
+                    if (n < 0 || write(out.get(), buf, static_cast<size_t>(n)) != n) return failed(name, strerror(errno));
+                }
+            }
+        } else {
+            return failed(name, "not a file, directory or symlink");
+        }
+    }
+    return true;
+}
+
 // Copies the runner's directory `from` into the job's fresh HOME: how a
 // runner hands the agent its settings without opening the account home to
-// it. The copy runs as the job's user, so it reads only what the job's
-// user could read anyway, whatever `from` holds or is swapped for meanwhile.
-// Symlinks are copied as symlinks (grants nothing: the job's access is
-// decided on what they resolve to); devices, fifos and sockets are refused.
-Result<void> seed_home(const std::string& from, const std::string& home, const User& u) {
+// it. The copy runs as the job's user, so it reads only what that user
+// could; and `from` must not be something the job itself could have
+// written or redirected (it or a symlink on the way to it in the job's
+// writable set), or the job would choose what the copy reads.
+Result<void> seed_home(const std::string& from, const std::string& home, const User& u, const policy::Compiled& c) {
+    auto refuse = [&](const std::string& why) {
+        return fail(Error::msg("run: --seed-home " + from + ": " + why)
+                        .hint("Seed from a directory of the runner's, outside the job's writable set, holding only "
+                              "files, directories and symlinks the job's user can read"));
+    };
+    std::string path;
+    for (const auto& part : std::filesystem::absolute(from).lexically_normal()) {
+        if (part == "/" || part.empty()) continue;
+        path += "/" + part.string();
+        struct stat st {};
+        if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && (policy::access_at(c, path) & policy::kWrite))
+            return refuse("its path goes through " + path + ", a symlink the job can write");
+    }
+    char real[PATH_MAX];
     struct stat st {};
-    if (stat(from.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        return fail(Error::msg("run: --seed-home " + from + " is not a directory")
-                        .hint("Pass a directory whose contents become the job's HOME"));
+    if (!realpath(from.c_str(), real) || stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return refuse("not a directory");
+    if (policy::access_at(c, real) & policy::kWrite) return refuse(fmt::format("{} is in the job's writable set", real));
+
     pid_t pid = fork();
     if (pid < 0) return fail(Error::sys("run: fork to seed HOME"));
     if (pid == 0) {
+        std::string err;
         if (u.uid != 0 && (setgroups(u.groups.size(), u.groups.data()) != 0 || setresgid(u.gid, u.gid, u.gid) != 0 ||
-                           setresuid(u.uid, u.uid, u.uid) != 0)) {
-            fmt::print(stderr, "confine: run: seeding HOME: dropping to uid {}: {}\n", u.uid, strerror(errno));
-            _exit(1);
-        }
-        std::error_code ec;
-        std::filesystem::copy(from, home,
-                              std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks,
-                              ec);
-        if (ec) {
-            fmt::print(stderr, "confine: run: copying {} into the job's HOME as {}: {}\n", from, u.name, ec.message());
-            _exit(1);
-        }
-        _exit(0);
+                           setresuid(u.uid, u.uid, u.uid) != 0))
+            err = fmt::format("dropping to uid {}: {}", u.uid, strerror(errno));
+        Fd src(open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)),
+            dst(open(home.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (err.empty() && (!src || !dst)) err = fmt::format("{}: {}", real, strerror(errno));
+        if (err.empty()) copy_tree(src.get(), dst.get(), real, 0, err);
+        if (!err.empty()) fmt::print(stderr, "confine: run: copying into the job's HOME as {}: {}\n", u.name, err);
+        _exit(err.empty() ? 0 : 1);
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return fail(Error::msg("run: --seed-home " + from + " could not be copied (above)")
-                        .hint("The copy runs as the job's user: give it read access, and keep only regular "
-                              "files, directories and symlinks in it"));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return refuse("could not be copied (above)");
     return {};
 }
 
@@ -390,16 +455,16 @@ int run(const RunOptions& o) {
         print_error(dirs.error());
         return kExitFailure;
     }
-    if (!o.seed_home.empty())
-        if (auto r = seed_home(o.seed_home, dirs->home(), *user); !r) {
-            print_error(r.error());
-            return kExitFailure;
-        }
     auto compiled = policy::compile(*pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
     if (!compiled) {
         print_error(compiled.error());
         return kExitFailure;
     }
+    if (!o.seed_home.empty())
+        if (auto r = seed_home(o.seed_home, dirs->home(), *user, *compiled); !r) {
+            print_error(r.error());
+            return kExitFailure;
+        }
     auto stderr_to_stdout = audit_apart_from_job(o.audit_log, *compiled);
     auto log = stderr_to_stdout ? AuditLog::open(o.audit_log, job, compiled->mode == policy::Mode::Audit)
                                 : fail(stderr_to_stdout.error());

@@ -400,7 +400,8 @@ VmTest::Started VmTest::start(const RunSpec& spec) {
     Started s{{}, job_id(n), at(fmt::format("audit-{}.jsonl", n))};
     std::vector<std::string> argv = {confine_bin(), "run"};
     if (spec.as_user) argv.insert(argv.end(), {"--user", kUser});
-    argv.insert(argv.end(), {"--workdir", work_, "--audit-log", s.audit_path, "--job-id", s.job});
+    argv.insert(argv.end(), {"--workdir", spec.workdir.empty() ? work_ : spec.workdir, "--audit-log", s.audit_path,
+                             "--job-id", s.job});
     if (!spec.policy.empty()) {
         std::string policy_path = at(fmt::format("policy-{}.toml", n));
         std::ofstream(policy_path) << spec.policy;
@@ -486,6 +487,13 @@ std::string read_file(const std::string& path) {
 bool exists(const std::string& path) {
     struct stat st {};
     return lstat(path.c_str(), &st) == 0;
+}
+
+std::string job_cgroup(const std::string& job) {
+    std::error_code ec;
+    for (const auto& parent : fs::directory_iterator(cgroup2_mount() + "/confine", ec))
+        if (exists(parent.path().string() + "/" + job)) return parent.path().string() + "/" + job;
+    return "";
 }
 
 std::string cgroup2_mount() {

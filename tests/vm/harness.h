@@ -56,6 +56,7 @@ struct Result {
 // How to call `confine run`.
 struct RunSpec {
     std::string policy;                   // TOML text; empty: the embedded default
+    std::string workdir;                  // --workdir; empty: work()
     std::vector<std::string> args;        // more options before "--"
     std::vector<std::string> env;         // more NAME=VALUE for confine's own environment
     std::vector<std::string> argv;        // the command; empty: sh -c <cmd>
@@ -163,6 +164,8 @@ private:
 std::string read_file(const std::string& path);
 bool exists(const std::string& path);
 std::string cgroup2_mount();
+// <cgroup2>/confine/<build tag>/<job>, or "" if the job has none (yet, or any more).
+std::string job_cgroup(const std::string& job);
 std::string confine_bin();
 std::string helper_bin();
 // Polls `pred` every 20 ms until it holds or `timeout_s` pass.

@@ -37,14 +37,6 @@ std::string with_limits(const std::string& limits) {
     return make_policy({.write = {"/dev/null"}}) + "\n[limits]\n" + limits;
 }
 
-// <cgroup2>/confine/<build tag>/<job>, or "" if the job has none (yet).
-std::string job_cgroup(const std::string& job) {
-    std::error_code ec;
-    for (const auto& parent : std::filesystem::directory_iterator(cgroup2_mount() + "/confine", ec))
-        if (exists(parent.path().string() + "/" + job)) return parent.path().string() + "/" + job;
-    return "";
-}
-
 // KEY's value in a flat keyed file such as cpu.stat; -1 if it can't be read.
 int64_t keyed(const std::string& path, const std::string& key) {
     std::ifstream in(path);

@@ -438,6 +438,14 @@ TEST_F(NetMoreTest, ALoopbackPortWithNothingThereIsRefusedAsTheKernelWould) {
     }
     EXPECT_TRUE(r.audit.empty()) << r.describe();
 
+    // Audit mode lets it through, and records what enforce mode refuses.
+    Result audited = run_confined("", netproc("./vmhelper", {ops[0]}), {"--mode", "audit"});
+    EXPECT_EQ(parse_ops(audited.out)[ops[0]], "connect:ECONNREFUSED") << audited.describe();
+    ASSERT_EQ(audited.audit.size(), 1u) << audited.describe();
+    EXPECT_EQ(audited.audit[0].str("target"), fmt::format("tcp://127.0.0.1:{}", p[0]));
+    EXPECT_EQ(audited.audit[0].str("reason"), "nothing_listening") << audited.describe();
+    EXPECT_EQ(audited.audit[0].str("verdict"), "allow") << audited.describe();
+
     // A host service on that port is still out of reach, and audited.
     HostSock host = HostSock::inet(SOCK_STREAM, "127.0.0.1", p[0]);
     Result taken = run_confined("", netproc("./vmhelper", {ops[0]}));

@@ -128,10 +128,23 @@ TEST_F(RunTest, SeedHomeIsCopiedIntoThePrivateHomeAsTheJobsUser) {
     EXPECT_FALSE(exists(work() + "/ran"));
     unlink((seed + "/secret").c_str());
 
+    // Nor a seed the job could have chosen: in its writable set, or
+    // reached through a symlink it can write (here, to the real home).
+    const std::string in_work = work() + "/seed";
+    make_dir(in_work);
+    ASSERT_EQ(symlink(kUserHome, (work() + "/agent").c_str()), 0);
+    for (const std::string& dir : {in_work, work() + "/agent/.ssh", work() + "/agent/.ssh/"}) {
+        r = run({.args = {"--seed-home", dir}, .argv = {"/bin/sh", "-c", "touch ran"}});
+        EXPECT_EQ(r.status, 125) << dir << "\n" << r.describe();
+        EXPECT_NE(r.err.find("writable"), npos) << r.describe();
+    }
+    EXPECT_FALSE(exists(work() + "/ran"));
+
     // Nor a fifo, nor a seed that isn't a directory.
     ASSERT_EQ(mkfifo((seed + "/fifo").c_str(), 0644), 0);
     r = run({.args = {"--seed-home", seed}, .argv = {"/bin/sh", "-c", "touch ran"}});
     EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find(seed + "/fifo: not a file, directory or symlink"), npos) << r.describe();
     unlink((seed + "/fifo").c_str());
     r = run({.args = {"--seed-home", seed + "/.profile"}, .argv = {"/bin/sh", "-c", "touch ran"}});
     EXPECT_EQ(r.status, 125) << r.describe();
