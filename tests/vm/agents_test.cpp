@@ -180,16 +180,6 @@ private:
     int fd_ = -1;
 };
 
-bool tcp_up(const std::string& addr, uint16_t port) {
-    sockaddr_storage ss;
-    socklen_t len = 0;
-    sockaddr_of(addr, port, ss, len);
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
-    close(fd);
-    return ok;
-}
-
 std::vector<std::string> tmp_entries() {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator("/tmp")) out.push_back(e.path().filename());
@@ -204,10 +194,13 @@ struct Checkout {
     std::string dir, work, state, origin;
 };
 
-// One attempt by the shell tool: prints ATTEMPT:<agent>:<name>:ok or :refused.
+// One attempt by the shell tool: prints ATTEMPT:<agent>:<name>:ok or
+// :refused. The record holds the command too, so its text must not: the
+// shell joins `:''ok` into `:ok`.
 std::string attempt(const std::string& agent, const std::string& name, const std::string& cmd) {
-    return fmt::format("if {0} >/dev/null 2>&1; then echo ATTEMPT:{1}:{2}:ok; else echo ATTEMPT:{1}:{2}:refused; fi\n",
-                       cmd, agent, name);
+    return fmt::format(
+        "if {0} >/dev/null 2>&1; then echo ATTEMPT:{1}:{2}:''ok; else echo ATTEMPT:{1}:{2}:''refused; fi\n", cmd,
+        agent, name);
 }
 
 class AgentTest : public VmTest {
@@ -298,13 +291,13 @@ std::string tool_hook(const Checkout& c) { return c.origin + "/hooks/pre-receive
 // refused), then the escapes, by the shell and by the file tools.
 std::vector<Step> session(const Checkout& c, const std::string& host_sock) {
     std::vector<Step> steps = {
-        {Step::Shell, fmt::format("git status --short && make && ./run-tests && echo ATTEMPT:{}:build:ok",
+        {Step::Shell, fmt::format("git status --short && make && ./run-tests && echo ATTEMPT:{}:build:''ok",
                                   c.agent->name)},
         {Step::Read, c.work + "/hello.c"},
         {Step::Write, c.work + "/notes.md", "agent notes\n"},
         {Step::Edit, c.work + "/notes.md", "agent notes", "agent notes, edited"},
         {Step::Shell, fmt::format("git add -A && git -c user.name=a -c user.email=a@example.com commit -qm agent && "
-                                  "echo ATTEMPT:{}:commit:ok",
+                                  "echo ATTEMPT:{}:commit:''ok",
                                   c.agent->name)},
         {Step::Shell, shell_escapes(c, host_sock) + inside(c)},
     };
@@ -450,8 +443,8 @@ TEST_F(AgentTest, ClaudeCodeOpencodeAndCodexInHostileCheckouts) {
     Process proxy = Process::start({.argv = {"/usr/bin/tinyproxy", "-d", "-c", at("tinyproxy.conf")},
                                     .env = {"PATH=/usr/bin:/bin"}});
     Process model = Process::start({.argv = server, .env = {"PATH=/usr/bin:/bin"}});
-    ASSERT_TRUE(wait_until([] { return tcp_up("127.0.0.2", 8080); }, 60)) << model.wait(1).describe();
-    ASSERT_TRUE(wait_until([] { return tcp_up("127.0.0.1", 3128); }, 60)) << proxy.wait(1).describe();
+    ASSERT_TRUE(wait_until([] { return tcp_reachable("127.0.0.2", 8080); }, 60)) << model.wait(1).describe();
+    ASSERT_TRUE(wait_until([] { return tcp_reachable("127.0.0.1", 3128); }, 60)) << proxy.wait(1).describe();
     UnixListener nix(kNixSocket), host(host_sock);
 
     // Control: every attempt reaches its object unconfined, as the same
@@ -460,7 +453,7 @@ TEST_F(AgentTest, ClaudeCodeOpencodeAndCodexInHostileCheckouts) {
         const std::string& a = c.agent->name;
         Result control = run_as_user(c.work, shell_escapes(c, host_sock) +
                                                  fmt::format("cat {} {} >/dev/null && echo x > {} && echo x > {} && "
-                                                             "echo x > {} && echo ATTEMPT:{}:tools:ok\n",
+                                                             "echo x > {} && echo ATTEMPT:{}:tools:''ok\n",
                                                              kClaudeCreds, kSshKey, tool_state(c), tool_tmp(c),
                                                              tool_hook(c), a));
         for (const char* name : {"read-cred", "read-link", "write-state", "write-tmp", "write-hook", "nix-socket",

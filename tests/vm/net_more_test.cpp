@@ -662,16 +662,6 @@ open(ready, "w").close()
 threading.Event().wait()
 )py";
 
-bool tcp_reachable(const std::string& addr, uint16_t port) {
-    sockaddr_storage ss;
-    socklen_t len = 0;
-    sockaddr_of(addr, port, ss, len);
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
-    close(fd);
-    return ok;
-}
-
 TEST_F(NetMoreTest, OnlyTheListedProxyReachesServicesBeyondIt) {
     const std::string body = fmt::format("body-through-the-proxy-{}\n", getpid());
     const std::string docroot = at("www"), unix_path = at("http.sock"), ready = at("http.ready");

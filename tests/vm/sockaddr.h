@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <string>
@@ -29,6 +30,17 @@ inline bool sockaddr_of(const std::string& addr, uint16_t port, sockaddr_storage
         return true;
     }
     return false;
+}
+
+// Whether a TCP connect to ADDR:PORT succeeds now (a server is up).
+inline bool tcp_reachable(const std::string& addr, uint16_t port) {
+    sockaddr_storage ss;
+    socklen_t len = 0;
+    if (!sockaddr_of(addr, port, ss, len)) return false;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
+    close(fd);
+    return ok;
 }
 
 }  // namespace vmtest
