@@ -37,19 +37,6 @@ namespace {
 
 constexpr auto npos = std::string::npos;
 
-// r with only the audit lines of process `tgid`.
-Result of_process(const Result& r, pid_t tgid) {
-    Result s = r;
-    std::erase_if(s.audit, [&](const AuditLine& l) { return l.num("tgid") != tgid; });
-    return s;
-}
-
-const AuditLine* find_line(const Result& r, std::string_view op, std::string_view target) {
-    for (const auto& l : r.audit)
-        if (l.str("op") == op && l.str("target") == target) return &l;
-    return nullptr;
-}
-
 // has_denial for a job run as `uid` (has_denial expects the test user).
 ::testing::AssertionResult has_denial_of(const Result& r, std::string_view op, std::string_view target, int64_t uid,
                                          std::string_view comm) {

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -487,6 +488,41 @@ std::string read_file(const std::string& path) {
 bool exists(const std::string& path) {
     struct stat st {};
     return lstat(path.c_str(), &st) == 0;
+}
+
+Result of_process(const Result& r, pid_t tgid) {
+    Result s = r;
+    std::erase_if(s.audit, [&](const AuditLine& l) { return l.num("tgid") != tgid; });
+    return s;
+}
+
+const AuditLine* find_line(const Result& r, std::string_view op, std::string_view target) {
+    for (const auto& l : r.audit)
+        if (l.str("op") == op && l.str("target") == target) return &l;
+    return nullptr;
+}
+
+bool alive(pid_t pid) {
+    std::string stat = read_file(fmt::format("/proc/{}/stat", pid));
+    auto paren = stat.rfind(") ");
+    return paren != std::string::npos && stat.compare(paren + 2, 1, "Z") != 0;
+}
+
+Sysctl::Sysctl(std::string path, const std::string& value) : path_(std::move(path)) {
+    if (!exists(path_)) return;
+    old_ = read_file(path_);
+    std::ofstream(path_) << value << "\n";
+    // The kernel may print a value back with other blanks (ping_group_range: a tab).
+    auto blanks_as_spaces = [](std::string v) {
+        std::replace(v.begin(), v.end(), '\t', ' ');
+        return v;
+    };
+    if (blanks_as_spaces(read_file(path_)) != blanks_as_spaces(value + "\n"))
+        ADD_FAILURE() << "can't set " << path_ << " to " << value;
+}
+
+Sysctl::~Sysctl() {
+    if (!old_.empty()) std::ofstream(path_) << old_;
 }
 
 std::string job_cgroup(const std::string& job) {

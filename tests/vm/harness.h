@@ -160,6 +160,27 @@ private:
                                       std::string_view comm = {});
 #define EXPECT_DENIAL(r, ...) EXPECT_TRUE(::vmtest::has_denial((r), __VA_ARGS__)) << (r).describe()
 
+// r with only the audit lines of process `tgid`.
+Result of_process(const Result& r, pid_t tgid);
+// r's first audit line with this op and target, or nullptr.
+const AuditLine* find_line(const Result& r, std::string_view op, std::string_view target);
+// True while `pid` exists and is not a zombie (a dead orphan may wait a
+// moment for the guest's init to reap it).
+bool alive(pid_t pid);
+
+// Sets a sysctl for the test's duration, if the kernel has it, and puts
+// the old value back.
+class Sysctl {
+public:
+    Sysctl(std::string path, const std::string& value);
+    ~Sysctl();
+    Sysctl(const Sysctl&) = delete;
+    Sysctl& operator=(const Sysctl&) = delete;
+
+private:
+    std::string path_, old_;
+};
+
 // Small utilities.
 std::string read_file(const std::string& path);
 bool exists(const std::string& path);

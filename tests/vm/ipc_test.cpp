@@ -114,11 +114,6 @@ std::map<std::string, OpResult> parse_each(const std::string& out) {
     }
     return m;
 }
-Result of_process(const Result& r, pid_t tgid) {
-    Result s = r;
-    std::erase_if(s.audit, [&](const AuditLine& l) { return l.num("tgid") != tgid; });
-    return s;
-}
 // The serial of an "ok SERIAL" result; 0 if it isn't one.
 long serial_of(const std::string& result) {
     return result.starts_with("ok ") ? std::strtol(result.c_str() + 3, nullptr, 10) : 0;

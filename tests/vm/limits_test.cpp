@@ -53,14 +53,6 @@ bool running(const Process& p) {
     return waitid(P_PID, p.pid(), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
 }
 
-// Whether PID still exists and isn't a zombie (a dead orphan may wait a
-// moment for pid 1 to reap it).
-bool alive(pid_t pid) {
-    std::string stat = read_file(fmt::format("/proc/{}/stat", pid));
-    auto close = stat.rfind(") ");
-    return close != npos && stat.substr(close + 2, 1) != "Z";
-}
-
 // utime + stime of PID, in seconds.
 double cpu_seconds(pid_t pid) {
     std::string stat = read_file(fmt::format("/proc/{}/stat", pid));

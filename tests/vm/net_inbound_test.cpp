@@ -102,19 +102,6 @@ bool kernel_has_uring_listen() {
     return major > 6 || (major == 6 && minor >= 11);
 }
 
-// Sets a sysctl for the while, and puts the old value back.
-class Sysctl {
-public:
-    Sysctl(std::string path, const std::string& value) : path_(std::move(path)), old_(read_file(path_)) {
-        std::ofstream(path_) << value << "\n";
-    }
-    ~Sysctl() { std::ofstream(path_) << old_; }
-    Sysctl(const Sysctl&) = delete;
-
-private:
-    std::string path_, old_;
-};
-
 class NetInboundTest : public VmTest {
 protected:
     void SetUp() override {

@@ -27,44 +27,6 @@ constexpr auto npos = std::string::npos;
 namespace fs = std::filesystem;
 
 
-// r with only the audit lines of process `tgid`.
-Result of_process(const Result& r, pid_t tgid) {
-    Result s = r;
-    std::erase_if(s.audit, [&](const AuditLine& l) { return l.num("tgid") != tgid; });
-    return s;
-}
-
-const AuditLine* find_line(const Result& r, std::string_view op, std::string_view target) {
-    for (const auto& l : r.audit)
-        if (l.str("op") == op && l.str("target") == target) return &l;
-    return nullptr;
-}
-
-// True while `pid` exists and is not a zombie.
-bool alive(pid_t pid) {
-    std::string stat = read_file(fmt::format("/proc/{}/stat", pid));
-    if (stat.empty()) return false;
-    auto paren = stat.rfind(')');
-    return paren == npos || stat.compare(paren + 2, 1, "Z") != 0;
-}
-
-// Sets a sysctl for the test's duration.
-class Sysctl {
-public:
-    Sysctl(std::string path, const std::string& value) : path_(std::move(path)) {
-        if (!exists(path_)) return;
-        old_ = read_file(path_);
-        std::ofstream(path_) << value << "\n";
-        if (read_file(path_) != value + "\n") ADD_FAILURE() << "can't set " << path_ << " to " << value;
-    }
-    ~Sysctl() {
-        if (!old_.empty()) std::ofstream(path_) << old_;
-    }
-
-private:
-    std::string path_, old_;
-};
-
 // `vmhelper victims`: N processes of the test user (or root) outside any
 // job, and the address of the secret string in their memory.
 struct Victims {

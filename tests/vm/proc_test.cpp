@@ -9,14 +9,6 @@ namespace {
 
 using ProcTest = VmTest;
 
-// True while `pid` exists and is not a zombie waiting for the guest's init.
-bool alive(pid_t pid) {
-    std::string stat = read_file(fmt::format("/proc/{}/stat", pid));
-    if (stat.empty()) return false;
-    auto paren = stat.rfind(')');
-    return paren == std::string::npos || stat.compare(paren + 2, 1, "Z") != 0;
-}
-
 pid_t read_pid(const std::string& path) {
     std::string s = read_file(path);
     return s.empty() ? -1 : static_cast<pid_t>(std::stol(s));

@@ -30,23 +30,6 @@ bool devpts_mounted() {
     return false;
 }
 
-// Sets a sysctl for the test's duration, if the kernel has it.
-class Sysctl {
-public:
-    Sysctl(std::string path, const std::string& value) : path_(std::move(path)) {
-        if (!exists(path_)) return;
-        old_ = read_file(path_);
-        std::ofstream(path_) << value << "\n";
-        if (read_file(path_) != value + "\n") ADD_FAILURE() << "can't set " << path_ << " to " << value;
-    }
-    ~Sysctl() {
-        if (!old_.empty()) std::ofstream(path_) << old_;
-    }
-
-private:
-    std::string path_, old_;
-};
-
 class TtyTest : public VmTest {
 protected:
     void SetUp() override {
