@@ -114,6 +114,15 @@ for k in kernels:
             continue
         p(f"| {label} | {med(k, 'start', 'true', v) / 1e6:.1f} | "
           f"{fmt(ratios(k, 'start', 'true', v, 'true'))} | {fmt(ratios(k, 'start', 'true', v, 'bwrap'))} |")
+    if data.get((k, "proxy", "start", "domains")):
+        p("\n### The job's proxy (`[network] domains`)\n")
+        p("| what | without the proxy (TCG ms) | with it (TCG ms) | ratio | added (TCG ms) |")
+        p("|---|---:|---:|---:|---:|")
+        for op, base, v, label in (("start", "nodomains", "domains", "`confine run -- true`, one name listed"),
+                                   ("request", "direct", "proxied", "`curl` of a small page, in the job")):
+            a, b = med(k, "proxy", op, base), med(k, "proxy", op, v)
+            p(f"| {label} | {a / 1e6:.1f} | {b / 1e6:.1f} | {fmt(ratios(k, 'proxy', op, v, base))} | "
+              f"{(b - a) / 1e6:.1f} |")
     p("\n### Concurrency: K jobs alive at once\n")
     p("| jobs | started | enforcing (read refused and audited) | leaked | mean start, back to back (TCG ms) "
       "| one more start while K run (TCG ms) | BPF kernel memory per job (KiB) |")
@@ -216,6 +225,12 @@ p("""## Notes
   repository is generated (N files of 3 lines in directories of 100, one
   commit); `tar x` extracts a tarball of it; `make -j2` builds 17 C files of
   200 functions each.
+- **The job's proxy** compares the same policy with and without one
+  `domains` entry, so the start row is the time to start tinyproxy for the
+  job and see it listen. The request row times a whole `curl` process
+  inside the job (`hotpath spawn`), through the proxy against directly to
+  the same loopback server; the difference is the proxy's per-request
+  cost (a second connection, the filter, the relay).
 - **Policy size** adds N `read` rules, each a distinct path, to a policy like
   the default one; the file opened matches none of them.
 - **Concurrency** starts K jobs back to back, each of which tries to read a

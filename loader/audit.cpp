@@ -193,6 +193,14 @@ void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
                            audit_mode_ ? "allow" : "deny", audit_mode_ ? "audit" : "enforce"));
 }
 
+void AuditLog::proxy(uint64_t cgroup_id, std::string_view target, std::string_view reason) {
+    write_line(fmt::format(
+        R"({{"time":"{}","job":{},"cgroup_id":{},"op":"proxy","target":{}{},"verdict":"{}","mode":"{}"}})",
+        iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, json_quote(target),
+        reason.empty() ? "" : fmt::format(R"(,"reason":{})", json_quote(reason)),
+        audit_mode_ && reason.empty() ? "allow" : "deny", audit_mode_ ? "audit" : "enforce"));
+}
+
 void AuditLog::limit(uint64_t cgroup_id, std::string_view target, uint64_t count) {
     // Limits hold in audit mode too (they protect the machine, not files):
     // the verdict is always deny, the mode says how the job ran.

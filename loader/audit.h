@@ -24,6 +24,11 @@ public:
     // Packets from off the machine the job's sockets never got (one record,
     // at the job's end; a flood must not become a flood of lines).
     void inbound(uint64_t cgroup_id, uint64_t count);
+    // A request to the job's proxy for TARGET ("name:port") that its
+    // [network] domains don't allow: refused, or in audit mode passed.
+    // A request the job's proxy refused (in audit mode: would have); with a
+    // reason and no target, the proxy itself failed.
+    void proxy(uint64_t cgroup_id, std::string_view target, std::string_view reason = "");
     // A [limits] limit the job hit: TARGET is memory, pids, cpu or timeout,
     // COUNT how often (see docs/contract.md). Written at the job's end.
     void limit(uint64_t cgroup_id, std::string_view target, uint64_t count);

@@ -19,6 +19,7 @@
 #include "fs.skel.h"
 #include "net.skel.h"
 #include "proc.skel.h"
+#include "proxy.skel.h"
 
 namespace confine {
 namespace {
@@ -36,17 +37,25 @@ int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
     return n;
 }
 
+// Which parent cgroup a feature's cgroup programs are attached to.
+enum class Parent { Jobs, Proxies };
+
 struct Feature {
     const char* name;
     const void* (*elf)(size_t*);
+    Parent parent = Parent::Jobs;
 };
-// Every object whose programs attach to job cgroups.
+// Every object whose programs attach to cgroups.
 const Feature kFeatures[] = {
     {"fs", fs_bpf__elf_bytes},
     {"net", net_bpf__elf_bytes},
     {"proc", proc_bpf__elf_bytes},
+    {"proxy", proxy_bpf__elf_bytes, Parent::Proxies},
 };
-const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules", "job_keys"};
+const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules", "job_keys", "proxies"};
+
+// The proxies' parent cgroup is the jobs' one's sibling: <tag> and <tag>.proxies.
+constexpr std::string_view kProxiesSuffix = ".proxies";
 
 // Pins are per build: objects from another confine version keep serving
 // their own jobs and never meet this build's maps.
@@ -187,14 +196,14 @@ std::vector<uint32_t> attached_ids(int cgroup_fd, bpf_attach_type type) {
     return {ids, ids + q.prog_cnt};
 }
 
-// Attaches a cgroup program to the jobs' parent cgroup, unless it is already
+// Attaches a cgroup program to a parent cgroup, unless it is already
 // (attaching it twice fails with EINVAL, like a full hook budget would).
 // The attachment lives as long as that cgroup, whatever becomes of confine.
 Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type type, int cgroup_fd) {
     if (std::ranges::count(attached_ids(cgroup_fd, type), prog_id(prog_fd)) ||
         bpf_prog_attach(prog_fd, cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0)
         return {};
-    Error e = Error::sys(std::string("bpf: attaching program ") + name + " to the jobs' cgroup");
+    Error e = Error::sys(std::string("bpf: attaching program ") + name + " to confine's parent cgroup");
     if (errno == EINVAL)
         return fail(std::move(e).hint(
             "The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "
@@ -202,7 +211,7 @@ Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type typ
     return fail(e);
 }
 
-// Detaches from the jobs' parent cgroup every program of these types that
+// Detaches from a parent cgroup every program of these types that
 // is not in `keep`: what a load interrupted after attaching left there. Its
 // programs would run next to their replacements, with globals of their own.
 Result<void> detach_stale(int cgroup_fd, const std::map<bpf_attach_type, std::vector<uint32_t>>& keep) {
@@ -211,7 +220,7 @@ Result<void> detach_stale(int cgroup_fd, const std::map<bpf_attach_type, std::ve
             if (std::ranges::count(ids, id)) continue;
             Fd fd(bpf_prog_get_fd_by_id(id));
             if (!fd || bpf_prog_detach2(fd.get(), cgroup_fd, type) != 0)
-                return fail(Error::sys(fmt::format("bpf: detaching stale program {} from the jobs' cgroup", id))
+                return fail(Error::sys(fmt::format("bpf: detaching stale program {} from confine's parent cgroup", id))
                                 .hint("Remove the build's cgroup under /sys/fs/cgroup/confine once no job runs"));
         }
     return {};
@@ -248,9 +257,10 @@ Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_f
     return {};
 }
 
-// Removes what other builds left once no job uses it: their jobs' parent
-// cgroup (its programs detach when it is freed) and their pins (unpinning a
-// global program's link detaches it). Called with the lock held.
+// Removes what other builds left once no job uses it: their jobs' and
+// proxies' parent cgroups (their programs detach when they are freed) and
+// their pins (unpinning a global program's link detaches it). Called with
+// the lock held.
 void collect_other_builds(const std::string& top, const std::string& keep, const std::string& cgroups) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(top, ec)) {
@@ -261,6 +271,7 @@ void collect_other_builds(const std::string& top, const std::string& keep, const
         if (jobs && bpf_map_get_next_key(jobs.get(), nullptr, &key) == 0) continue;  // still in use
         std::string parent = cgroups + "/" + entry.path().filename().string();
         if (rmdir(parent.c_str()) != 0 && errno != ENOENT) continue;  // a job cgroup is left
+        if (rmdir((parent + std::string(kProxiesSuffix)).c_str()) != 0 && errno != ENOENT) continue;
         for (const auto& pin : std::filesystem::directory_iterator(dir, ec)) unlink(pin.path().c_str());
         rmdir(dir.c_str());
     }
@@ -290,18 +301,29 @@ Result<BpfObjects> BpfObjects::open() {
     o.dir_ = top + "/" + tag;
     auto cgroups = confine_cgroup();
     auto parent = cgroups ? confine_cgroup(tag) : cgroups;
-    if (!parent) return fail(parent.error());
+    auto proxies = parent ? confine_cgroup(tag + std::string(kProxiesSuffix)) : parent;
+    if (!proxies) return fail(proxies.error());
     o.parent_ = *parent;
+    o.proxies_parent_ = *proxies;
     collect_other_builds(top, o.dir_, *cgroups);
     if (auto r = ensure_dir(o.dir_); !r) return fail(r.error());
-    Fd cgroup(::open(o.parent_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!cgroup) return fail(Error::sys("cgroup: opening " + o.parent_));
-    std::map<bpf_attach_type, std::vector<uint32_t>> ids;
+    struct Attached {
+        Fd cgroup;
+        std::map<bpf_attach_type, std::vector<uint32_t>> ids;
+    };
+    std::map<Parent, Attached> parents;
+    for (auto [which, path] : {std::pair{Parent::Jobs, o.parent_}, {Parent::Proxies, o.proxies_parent_}}) {
+        parents[which].cgroup.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!parents[which].cgroup) return fail(Error::sys("cgroup: opening " + path));
+    }
     bool loaded = false;
-    for (const Feature& f : kFeatures)
-        if (auto r = open_feature(f, o.dir_, cgroup.get(), ids, loaded); !r) return fail(r.error());
+    for (const Feature& f : kFeatures) {
+        Attached& a = parents[f.parent];
+        if (auto r = open_feature(f, o.dir_, a.cgroup.get(), a.ids, loaded); !r) return fail(r.error());
+    }
     if (loaded)
-        if (auto r = detach_stale(cgroup.get(), ids); !r) return fail(r.error());
+        for (auto& [which, a] : parents)
+            if (auto r = detach_stale(a.cgroup.get(), a.ids); !r) return fail(r.error());
     for (const char* name : kMaps) {
         std::string pin = o.dir_ + "/" + name;
         Fd fd(bpf_obj_get(pin.c_str()));

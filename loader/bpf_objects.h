@@ -26,9 +26,12 @@ public:
     // inherits them, so starting a job attaches nothing and never re-patches
     // a hook's trampoline.
     const std::string& jobs_parent() const { return parent_; }
+    // The cgroup each job's filtering proxy gets a cgroup in:
+    // <cgroup2>/confine/<tag>.proxies, with bpf/proxy.bpf.c attached.
+    const std::string& proxies_parent() const { return proxies_parent_; }
 
 private:
-    std::string dir_, parent_;
+    std::string dir_, parent_, proxies_parent_;
     std::map<std::string, Fd> maps_;
 };
 

@@ -109,21 +109,23 @@ Result<std::string> confine_cgroup(const std::string& sub) {
 }
 
 Result<JobCgroup> JobCgroup::create(const std::string& parent, const std::string& name) {
-    JobCgroup cg;
-    cg.path_ = parent + "/" + name;
-    if (mkdir(cg.path_.c_str(), 0755) != 0) {
+    const std::string path = parent + "/" + name;
+    if (mkdir(path.c_str(), 0755) != 0) {
         if (errno == EEXIST)
-            return fail(Error::sys("cgroup: mkdir " + cg.path_)
-                            .hint("Another job has this id; pick another --job-id"));
-        return fail(Error::sys("cgroup: mkdir " + cg.path_));
+            return fail(Error::sys("cgroup: mkdir " + path).hint("Another job has this id; pick another --job-id"));
+        return fail(Error::sys("cgroup: mkdir " + path));
     }
-    cg.fd_.reset(::open(cg.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    auto cg = adopt(path);
+    if (!cg) rmdir(path.c_str());
+    return cg;
+}
+
+Result<JobCgroup> JobCgroup::adopt(const std::string& path) {
+    JobCgroup cg;
+    cg.fd_.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     struct stat st {};
-    if (!cg.fd_ || fstat(cg.fd_.get(), &st) != 0) {
-        Error e = Error::sys("cgroup: opening " + cg.path_);
-        rmdir(cg.path_.c_str());
-        return fail(e);
-    }
+    if (!cg.fd_ || fstat(cg.fd_.get(), &st) != 0) return fail(Error::sys("cgroup: opening " + path));
+    cg.path_ = path;
     // On cgroup v2 the directory's inode number is the cgroup id, the value
     // bpf_get_current_cgroup_id() returns inside it.
     cg.id_ = st.st_ino;
@@ -202,7 +204,13 @@ Result<void> JobCgroup::kill() { return write_file(path_ + "/cgroup.kill", "1");
 
 Result<void> JobCgroup::kill_and_remove() {
     if (path_.empty()) return {};
-    if (auto r = kill(); !r) return r;
+    if (auto r = kill(); !r) {
+        if (access(path_.c_str(), F_OK) != 0 && errno == ENOENT) {
+            path_.clear();
+            return {};
+        }
+        return r;
+    }
     // The job is over: what its limits stopped is final.
     if (limits_.memory) hits_.memory = keyed(path_ + "/memory.events", "oom_kill");
     if (limits_.pids) hits_.pids = keyed(path_ + "/pids.events", "max");

@@ -30,6 +30,8 @@ class JobCgroup {
 public:
     // Creates PARENT/NAME. Fails if it exists.
     static Result<JobCgroup> create(const std::string& parent, const std::string& name);
+    // Takes over an existing cgroup, to end what another confine left.
+    static Result<JobCgroup> adopt(const std::string& path);
 
     JobCgroup(JobCgroup&&) noexcept = default;
     JobCgroup& operator=(JobCgroup&&) noexcept = default;
@@ -49,7 +51,7 @@ public:
     Result<void> kill();
 
     // Kills every process left in the cgroup, waits until it is empty, and
-    // removes it.
+    // removes it. A cgroup someone else removed already is fine.
     Result<void> kill_and_remove();
 
     // The counters of the limits that were set, as kill_and_remove() read

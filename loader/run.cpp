@@ -26,6 +26,7 @@
 #include "loader/job_policy.h"
 #include "loader/launch.h"
 #include "loader/probe.h"
+#include "loader/proxy.h"
 
 extern char** environ;
 
@@ -115,6 +116,8 @@ public:
     }
     std::string home() const { return root_ + "/home"; }
     std::string tmp() const { return root_ + "/tmp"; }
+    // The job's proxy configuration: confine's, readable, not writable by the job.
+    std::string proxy() const { return root_ + "/proxy"; }
 
 private:
     PrivateDirs() = default;
@@ -127,8 +130,9 @@ private:
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 std::vector<std::string> job_environment(const policy::Compiled& c, const std::string& home,
-                                         const std::string& tmp) {
+                                         const std::string& tmp, const JobProxy* proxy) {
     std::vector<std::string> env;
+    if (proxy) env = proxy->environment();
     for (const std::string& name : c.env_keep)
         if (const char* v = getenv(name.c_str())) env.push_back(name + "=" + v);
     for (const auto& [name, value] : c.env_set) env.push_back(name + "=" + value);
@@ -309,17 +313,32 @@ private:
 // (0: none) is ended (Deadline); `timed_out` says so, and the status is then
 // kExitTimeout whatever the main process's own.
 int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog& log, uint64_t cgid,
-              uint64_t& reported_lost, JobCgroup& cg, uint64_t timeout_s, bool& timed_out) {
+              uint64_t& reported_lost, JobCgroup& cg, JobProxy* proxy, uint64_t timeout_s, bool& timed_out) {
     sigset_t sigs;
     sigemptyset(&sigs);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
     Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
     Deadline deadline(timeout_s);
+    bool proxy_lost = false;
 
     for (;;) {
-        pollfd fds[3] = {{child.pidfd.get(), POLLIN, 0}, {ring.poll_fd(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
-        if (poll(fds, 3, deadline.wait_ms(1000)) < 0 && errno != EINTR) break;
+        pollfd fds[4] = {{child.pidfd.get(), POLLIN, 0},
+                         {ring.poll_fd(), POLLIN, 0},
+                         {sfd.get(), POLLIN, 0},
+                         {proxy ? proxy->log_fd() : -1, POLLIN, 0}};
+        if (poll(fds, 4, deadline.wait_ms(1000)) < 0 && errno != EINTR) break;
         ring.drain();
+        if (proxy) proxy->drain(log);
+        if (proxy && proxy->exited() && !proxy_lost) {
+            // Fail closed: without its proxy the job has no way out, and its
+            // connect rule names a port any local process may take now.
+            proxy_lost = true;
+            log.proxy(cgid, "", "proxy_exited");
+            fmt::print(stderr,
+                       "confine: the job's proxy (tinyproxy, for network.domains) exited while the job ran; "
+                       "stopping the job (the kernel log says if it ran out of its memory limit)\n");
+            if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
+        }
         report_lost(pol, log, cgid, reported_lost);
         if (fds[2].revents & POLLIN) {
             signalfd_siginfo si{};
@@ -332,7 +351,7 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog&
     }
     int status = wait_status(child);
     timed_out = deadline.expired();
-    return timed_out ? kExitTimeout : status;
+    return proxy_lost ? kExitFailure : timed_out ? kExitTimeout : status;
 }
 
 // One `limit` record for each limit the job hit.
@@ -450,6 +469,7 @@ int run(const RunOptions& o) {
         print_error(explain_load_failure(objs.error()));
         return kExitFailure;
     }
+    collect_orphan_proxies(*objs);
     auto dirs = PrivateDirs::create(job, *user, o.keep_dirs);
     if (!dirs) {
         print_error(dirs.error());
@@ -479,6 +499,19 @@ int run(const RunOptions& o) {
     // Limits are in place before the job's first process exists.
     if (cg)
         if (auto r = cg->set_limits(compiled->limits); !r) cg = fail(r.error());
+    // The proxy listens before the job starts, and only the job gets a
+    // rule for its port.
+    std::unique_ptr<JobProxy> proxy;
+    if (cg && !compiled->domains.empty()) {
+        auto started = JobProxy::start(*objs, cg->id(), job, compiled->domains,
+                                       compiled->mode == policy::Mode::Audit, dirs->proxy());
+        if (started) {
+            proxy = std::move(*started);
+            compiled->connect.push_back(proxy->endpoint());
+        } else {
+            cg = fail(started.error());
+        }
+    }
     auto installed = cg ? JobPolicy::install(*objs, cg->id(), *compiled, ring->map_fd()) : fail(cg.error());
     if (!installed) {
         print_error(installed.error());
@@ -493,14 +526,14 @@ int run(const RunOptions& o) {
     sigprocmask(SIG_BLOCK, &sigs, nullptr);
 
     const group* tty = getgrnam("tty");
-    LaunchSpec spec{o.command, job_environment(*compiled, dirs->home(), dirs->tmp()), *workdir,
+    LaunchSpec spec{o.command, job_environment(*compiled, dirs->home(), dirs->tmp(), proxy.get()), *workdir,
                     user->uid, user->gid, user->groups, cg->fd(), tty ? tty->gr_gid : 0, *stderr_to_stdout};
     int status;
     uint64_t reported_lost = 0;
     bool timed_out = false;
     if (auto child = spawn(spec); child) {
-        status = supervise(*child, *ring, *installed, *log, cg->id(), reported_lost, *cg, compiled->limits.timeout_s,
-                           timed_out);
+        status = supervise(*child, *ring, *installed, *log, cg->id(), reported_lost, *cg, proxy.get(),
+                           compiled->limits.timeout_s, timed_out);
     } else {
         print_error(child.error());
         status = child.error().err == ENOENT ? kExitNotFound : kExitCannotRun;
@@ -510,6 +543,11 @@ int run(const RunOptions& o) {
         print_error(r.error());
         status = kExitFailure;
     }
+    if (proxy)
+        if (auto r = proxy->stop(*log); !r) {
+            print_error(r.error());
+            status = kExitFailure;
+        }
     ring->drain();
     report_lost(*installed, *log, cg->id(), reported_lost);
     if (uint64_t n = installed->inbound()) log->inbound(cg->id(), n);

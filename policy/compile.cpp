@@ -525,6 +525,7 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
     c.mode = p.mode;
     c.connect = p.net.connect;
     c.bind = p.net.bind;
+    c.domains = p.net.domains;
     c.exec_allowlist = p.fs.exec.has_value();
     c.guards = std::move(guards);
     c.listable = std::move(listable);
@@ -561,6 +562,10 @@ std::string render(const Compiled& c) {
     out += "\n[network]\n";
     out += "connect = " + string_list(connect) + "\n";
     out += "bind = " + string_list(bind) + "\n";
+    std::vector<std::string> domains;
+    for (const auto& d : c.domains)
+        for (uint16_t port : d.ports) domains.push_back(fmt::format("{}:{}", d.name, port));
+    if (!domains.empty()) out += "domains = " + string_list(domains) + "  # through the job's proxy\n";
     std::vector<std::string> families;
     for (const auto& [name, number] : family_names())
         if (c.families & (1ull << number)) families.push_back(std::string(name));

@@ -190,6 +190,63 @@ std::expected<Endpoint, std::string> parse_endpoint(std::string_view text, bool 
     return ep;
 }
 
+bool lower_ldh(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+
+// A host name as DNS spells it: dot-separated labels of letters, digits
+// and inner hyphens, 1 to 63 bytes each, 253 in all, the last not all
+// digits (no top-level domain is; so "127.0.0.1" is no name, nor can
+// "*.0.0.1" ever match an address). Lowercase expected.
+bool is_host_name(std::string_view s) {
+    if (s.empty() || s.size() > 253) return false;
+    for (size_t start = 0;;) {
+        size_t dot = s.find('.', start);
+        std::string_view label = s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
+        if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-' ||
+            !std::all_of(label.begin(), label.end(), lower_ldh))
+            return false;
+        if (dot == std::string_view::npos)
+            return !std::all_of(label.begin(), label.end(), [](char c) { return c >= '0' && c <= '9'; });
+        start = dot + 1;
+    }
+}
+
+std::string lowercase(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// "name", "*.name" or either with ":PORT".
+std::expected<Domain, std::string> parse_domain(std::string_view text) {
+    Domain d;
+    d.text = std::string(text);
+    std::string_view name = text;
+    if (size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+        auto port = parse_port(text.substr(colon + 1));
+        if (!port || *port == 0)
+            return std::unexpected(fmt::format("port '{}' is not a number from 1 to 65535", text.substr(colon + 1)));
+        d.ports = {*port};
+        name = text.substr(0, colon);
+    } else {
+        d.ports = {80, 443};
+    }
+    d.name = lowercase(name);
+    std::string_view host = d.name;
+    if (host.starts_with("*.")) host.remove_prefix(2);
+    in_addr v4{};
+    in6_addr v6{};
+    std::string bare(host.starts_with('[') && host.ends_with(']') ? host.substr(1, host.size() - 2) : host);
+    if (inet_pton(AF_INET, bare.c_str(), &v4) == 1 || inet_pton(AF_INET6, bare.c_str(), &v6) == 1)
+        return std::unexpected("an IP address is not a name; list addresses in network.connect");
+    if (host.ends_with('.'))
+        return std::unexpected("write the name without the trailing dot");
+    if (!is_host_name(host))
+        return std::unexpected(
+            "expected a host name (letters, digits, '-' and '.'), '*.' and a name, either with an optional "
+            ":PORT");
+    return d;
+}
+
 bool is_env_name(std::string_view s) {
     auto alpha = [](char c) {
         return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
@@ -200,12 +257,16 @@ bool is_env_name(std::string_view s) {
 }
 
 // What is wrong with an environment variable name, if anything.
-std::optional<std::string> env_name_problem(std::string_view name) {
+std::optional<std::string> env_name_problem(std::string_view name, const Policy& p) {
     if (!is_env_name(name))
         return fmt::format("'{}' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)", name);
     if (name == "HOME" || name == "TMPDIR")
         return fmt::format("{} is set by confine (to {{{}}}) and can't be kept or set", name,
                            name == "HOME" ? "home" : "tmp");
+    if (!p.net.domains.empty() && std::ranges::count(kProxyEnv, name))
+        return fmt::format("{} is set by confine to the job's proxy when network.domains is given, and can't be "
+                           "kept or set",
+                           name);
     return std::nullopt;
 }
 
@@ -397,9 +458,20 @@ private:
     }
 
     void network(const toml::table& t, Policy& p) {
-        check_keys(t, "network", {"connect", "bind", "families"});
+        check_keys(t, "network", {"connect", "bind", "families", "domains"});
         endpoints(t, "connect", p.net.connect);
         endpoints(t, "bind", p.net.bind);
+        if (const toml::node* n = t.get("domains")) {
+            for (auto* s : strings(*n, "network.domains")) {
+                auto d = parse_domain(s->get());
+                if (!d) {
+                    error(s->source(), fmt::format("network.domains: bad entry '{}': {}", s->get(), d.error()));
+                    continue;
+                }
+                d->where = location(s->source());
+                p.net.domains.push_back(std::move(*d));
+            }
+        }
         if (const toml::node* n = t.get("families")) {
             for (auto* s : strings(*n, "network.families")) {
                 auto it = std::ranges::find(family_names(), std::string_view(s->get()),
@@ -428,7 +500,7 @@ private:
         check_keys(t, "env", {"keep", "set"});
         if (const toml::node* n = t.get("keep")) {
             for (auto* s : strings(*n, "env.keep")) {
-                if (auto problem = env_name_problem(s->get()))
+                if (auto problem = env_name_problem(s->get(), p))
                     error(s->source(), "env.keep: " + *problem);
                 else
                     p.env_keep.push_back(s->get());
@@ -442,7 +514,7 @@ private:
                 return;
             }
             for (auto&& [key, value] : *set) {
-                if (auto problem = env_name_problem(key.str()))
+                if (auto problem = env_name_problem(key.str(), p))
                     error(key.source(), "env.set: " + *problem);
                 else if (auto v = value.value_exact<std::string>())
                     p.env_set.emplace_back(std::string(key.str()), *v);

@@ -48,6 +48,20 @@ struct Endpoint {
     Location where;
 };
 
+// A [network] domains entry: "api.example.com", "*.example.com",
+// "example.com:8443". Reached through the job's filtering proxy.
+struct Domain {
+    std::string name;             // lowercase; "*.example.com" for a wildcard
+    std::vector<uint16_t> ports;  // 80 and 443 unless the entry names one
+    std::string text;             // as written, for messages
+    Location where;
+};
+
+// The proxy variables confine sets for a job with domains; a policy may
+// neither keep nor set them.
+inline constexpr std::string_view kProxyEnv[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+                                                 "https_proxy", "NO_PROXY",   "no_proxy"};
+
 // A [limits] value as written. Unset and Max both leave the kernel's
 // default ("max") in place: nothing is written.
 struct Limit {
@@ -71,6 +85,7 @@ struct Policy {
     struct {
         std::vector<Endpoint> connect, bind;
         std::vector<int> families;  // AF_* numbers granted beyond unix, inet, inet6
+        std::vector<Domain> domains;
     } net;
     bool user_namespaces = false;
     std::vector<std::string> env_keep;
@@ -140,6 +155,7 @@ struct Compiled {
     // --print-policy.
     std::vector<std::string> git_protected;
     std::vector<Endpoint> connect, bind;
+    std::vector<Domain> domains;  // non-empty: the job gets a filtering proxy
     uint64_t families = 0;  // bit N: sockets of address family N may be created
     bool user_namespaces = false;
     std::vector<std::string> env_keep;

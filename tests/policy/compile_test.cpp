@@ -762,5 +762,20 @@ TEST(CompileLimits, RenderShowsTheLimitsThatAreSet) {
     EXPECT_EQ(render(Compiled{}).find("[limits]"), std::string::npos);
 }
 
+TEST(CompileDomains, RenderShowsThemWithTheirPorts) {
+    Policy p;
+    for (auto [name, ports] : {std::pair<std::string, std::vector<uint16_t>>{"*.github.com", {80, 443}},
+                               {"m.test", {8080}}})
+        p.net.domains.push_back({name, ports, name, {}});
+    auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
+    ASSERT_TRUE(c) << c.error().message;
+    std::string r = render(*c);
+    EXPECT_NE(r.find("domains = [\"*.github.com:80\", \"*.github.com:443\", \"m.test:8080\"]  # through the job's "
+                     "proxy\n"),
+              std::string::npos)
+        << r;
+    EXPECT_EQ(render(Compiled{}).find("domains"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace confine::policy

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -168,7 +169,7 @@ TEST(ParseErrors, UnknownKeyNamesItAndTheKeysExpected) {
               (Lines{"p.toml:2:1: unknown key 'modee'; expected one of version, mode, filesystem, "
                      "network, process, env, limits"}));
     EXPECT_EQ(errors("version = 1\n[network]\nconect = []\n"),
-              (Lines{"p.toml:3:1: unknown key 'network.conect'; expected one of connect, bind, families"}));
+              (Lines{"p.toml:3:1: unknown key 'network.conect'; expected one of connect, bind, families, domains"}));
     EXPECT_EQ(errors("version = 1\n[process]\nuserns = true\n"),
               (Lines{"p.toml:3:1: unknown key 'process.userns'; expected one of user_namespaces"}));
     EXPECT_EQ(errors("version = 1\n[env]\nunset = []\n"),
@@ -180,7 +181,7 @@ TEST(ParseErrors, UnknownTable) {
               (Lines{"p.toml:2:2: unknown table 'filesytem'; expected one of filesystem, network, "
                      "process, env, limits"}));
     EXPECT_EQ(errors("version = 1\n[network.proxy]\nx = 1\n"),
-              (Lines{"p.toml:2:10: unknown key 'network.proxy'; expected one of connect, bind, families"}));
+              (Lines{"p.toml:2:10: unknown key 'network.proxy'; expected one of connect, bind, families, domains"}));
 }
 
 TEST(ParseErrors, WrongTypes) {
@@ -507,6 +508,56 @@ TEST(ParseErrors, LimitsSayWhatIsWrongAndWhatToWrite) {
     EXPECT_EQ(err("mem = \"1G\""),
               (Lines{"p.toml:3:1: unknown key 'limits.mem'; expected one of memory, swap, pids, cpu, timeout"}));
     EXPECT_EQ(errors("version = 1\nlimits = \"none\"\n"), (Lines{"p.toml:2:10: limits must be a table"}));
+}
+
+TEST(Parse, DomainsInEachForm) {
+    Policy p = parse_ok(R"(version = 1
+[network]
+domains = ["API.Example.com", "*.github.com", "model.test:8080"]
+)");
+    ASSERT_EQ(p.net.domains.size(), 3u);
+    EXPECT_EQ(p.net.domains[0].name, "api.example.com");
+    EXPECT_EQ(p.net.domains[0].ports, (std::vector<uint16_t>{80, 443}));
+    EXPECT_EQ(p.net.domains[0].text, "API.Example.com");
+    EXPECT_EQ(p.net.domains[1].name, "*.github.com");
+    EXPECT_EQ(p.net.domains[2].name, "model.test");
+    EXPECT_EQ(p.net.domains[2].ports, (std::vector<uint16_t>{8080}));
+}
+
+TEST(ParseErrors, DomainsSayWhatIsWrong) {
+    auto err = [](std::string_view entry) {
+        return errors("version = 1\n[network]\ndomains = [\"" + std::string(entry) + "\"]\n");
+    };
+    const std::string where = "p.toml:3:12: network.domains: bad entry '";
+    const std::string name_forms =
+        "expected a host name (letters, digits, '-' and '.'), '*.' and a name, either with an optional :PORT";
+    EXPECT_EQ(err("127.0.0.1"), (Lines{where + "127.0.0.1': an IP address is not a name; list addresses in "
+                                               "network.connect"}));
+    EXPECT_EQ(err("[::1]:443"), (Lines{where + "[::1]:443': an IP address is not a name; list addresses in "
+                                               "network.connect"}));
+    EXPECT_EQ(err("example.com."), (Lines{where + "example.com.': write the name without the trailing dot"}));
+    EXPECT_EQ(err("example.com:0"), (Lines{where + "example.com:0': port '0' is not a number from 1 to 65535"}));
+    EXPECT_EQ(err("example.com:https"),
+              (Lines{where + "example.com:https': port 'https' is not a number from 1 to 65535"}));
+    for (std::string_view bad : {"", "*", "*.", "a*.example.com", "*.*.example.com", "exa mple.com", "-a.example.com",
+                                 "a..example.com", "example.com/path", "user@example.com", "10.0.0.256"})
+        EXPECT_EQ(err(bad), (Lines{where + std::string(bad) + "': " + name_forms})) << bad;
+    EXPECT_EQ(err(std::string(64, 'a') + ".com"),
+              (Lines{where + std::string(64, 'a') + ".com': " + name_forms}));
+}
+
+TEST(ParseErrors, ProxyVariablesAreConfinesWhenDomainsAreGiven) {
+    for (std::string_view name : kProxyEnv) {
+        EXPECT_EQ(errors(fmt::format("version = 1\n[network]\ndomains = [\"a.test\"]\n[env]\nkeep = [\"{}\"]\n", name)),
+                  (Lines{fmt::format("p.toml:5:9: env.keep: {} is set by confine to the job's proxy when "
+                                     "network.domains is given, and can't be kept or set",
+                                     name)}));
+        // Without domains they are the policy's to keep.
+        EXPECT_EQ(errors(fmt::format("version = 1\n[env]\nkeep = [\"{}\"]\n", name)), Lines{});
+    }
+    EXPECT_EQ(errors("version = 1\n[network]\ndomains = [\"a.test\"]\n[env.set]\nhttps_proxy = \"http://x:1\"\n"),
+              (Lines{"p.toml:5:1: env.set: https_proxy is set by confine to the job's proxy when network.domains is "
+                     "given, and can't be kept or set"}));
 }
 
 TEST(ParseDuration, SecondsMinutesHoursOrWholeSeconds) {

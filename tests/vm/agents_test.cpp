@@ -1,7 +1,8 @@
 // The real coding agents (Claude Code, opencode, Codex, pinned by
 // scripts/setup) under confine, each with its profile (policies/) and seed
 // home (tests/agents/home/), in a hostile checkout. A scripted model
-// endpoint (tests/agents/model_server.py), reached only through a proxy,
+// endpoint (tests/agents/model_server.py), reached by name through the
+// job's filtering proxy (network.domains),
 // makes the agent do a normal session and then every escape attempt, with
 // its shell tool and with its own file tools: confine confines the agent
 // process itself, so its file tools are inside the boundary too.
@@ -33,8 +34,12 @@ namespace fs = std::filesystem;
 constexpr auto npos = std::string::npos;
 
 constexpr const char* kAgentsBin = "/opt/confine/agents/bin";
-constexpr const char* kModel = "127.0.0.2:8080";  // the scripted model server
-constexpr const char* kProxyPort = "3128";        // tinyproxy on 127.0.0.1, as the profiles expect
+constexpr const char* kModelAddr = "127.0.0.2:8080";  // the scripted model server
+// Its name in the guest's /etc/hosts, as the seed homes spell it, and a
+// name for the same server that no profile lists.
+constexpr const char* kHostsLines = "127.0.0.2 model.test denied.test\n";
+constexpr const char* kModel = "model.test:8080";
+constexpr const char* kDenied = "denied.test:8080";
 constexpr const char* kNixSocket = "/nix/var/nix/daemon-socket/socket";
 constexpr const char* kRunnerToken = "RUNNER-TOKEN-0b9c2f1d7e";
 
@@ -264,14 +269,15 @@ std::string shell_escapes(const Checkout& c, const std::string& host_sock) {
     const std::string& a = c.agent->name;
     const std::string unix_connect =
         "python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' ";
-    const std::string curl = "curl -sS --max-time 60 -o /dev/null ";
+    const std::string curl = "curl -fsS --max-time 60 -o /dev/null ";
     return attempt(a, "read-cred", fmt::format("cat {}", kClaudeCreds)) + attempt(a, "read-link", "cat leak-link") +
            attempt(a, "write-state", fmt::format("sh -c 'echo x > {}/escape'", c.state)) +
            attempt(a, "write-tmp", fmt::format("sh -c 'echo x > /tmp/confine-{}-escape'", a)) +
            attempt(a, "write-hook", fmt::format("sh -c 'echo x > {}/hooks/post-receive'", c.origin)) +
            attempt(a, "nix-socket", unix_connect + kNixSocket) + attempt(a, "host-socket", unix_connect + host_sock) +
            attempt(a, "model-direct", curl + "--noproxy '*' http://" + kModel + "/") +
-           attempt(a, "model-proxy", curl + "-x http://127.0.0.1:" + kProxyPort + " http://" + kModel + "/");
+           attempt(a, "model-proxy", curl + "http://" + kModel + "/") +
+           attempt(a, "name-denied", curl + "http://" + kDenied + "/");
 }
 
 std::string inside(const Checkout& c) {
@@ -326,7 +332,7 @@ void AgentTest::check(const Checkout& c, const Result& r, const std::string& rec
 
     // Every escape was refused, by confine: each has its denial.
     for (const char* name : {"read-cred", "read-link", "write-state", "write-tmp", "write-hook", "nix-socket",
-                             "host-socket", "model-direct"})
+                             "host-socket", "model-direct", "name-denied"})
         EXPECT_NE(rec.find(fmt::format("ATTEMPT:{}:{}:refused", a, name)), npos) << name << "\n" << shown;
     for (const std::string& f : {c.state + "/escape", c.state + "/hook-escape", tool_state(c), tool_tmp(c),
                                  "/tmp/confine-" + a + "-escape", tool_hook(c), c.origin + "/hooks/post-receive"})
@@ -347,7 +353,8 @@ void AgentTest::check(const Checkout& c, const Result& r, const std::string& rec
         {"shell plants a hook in the bare clone", "create", c.origin + "/hooks/post-receive", false, true},
         {"shell connects to the nix daemon", "connect", std::string("unix:") + kNixSocket, false, true},
         {"shell connects to a host socket", "connect", "unix:" + at("host.sock"), false, true},
-        {"shell reaches the model directly", "connect", std::string("tcp://") + kModel, false, true},
+        {"shell reaches the model directly", "connect", std::string("tcp://") + kModelAddr, false, true},
+        {"shell asks the proxy for a name not listed", "proxy", kDenied, false, false},
         {"file tool reads the credential", "open_read", kClaudeCreds, false, false},
         {"file tool reads through the committed symlink", "open_read", kSshKey, false, false},
         {"file tool writes runner state", "", c.state + "/", true, false},
@@ -366,7 +373,7 @@ void AgentTest::check(const Checkout& c, const Result& r, const std::string& rec
         return op == e.op && target == e.target;
     };
     for (const Expected& e : expected) {
-        if (!agent.read_tool && !e.by_shell && !e.prefix) continue;
+        if (!agent.read_tool && e.op == "open_read" && !e.by_shell) continue;
         EXPECT_TRUE(std::any_of(r.audit.begin(), r.audit.end(), [&](const AuditLine& l) { return matches(e, l); }))
             << "no denial for: " << e.what << "\n"
             << shown;
@@ -415,8 +422,8 @@ void AgentTest::check(const Checkout& c, const Result& r, const std::string& rec
     EXPECT_NE(fds.find(" 3 -> /proc/"), npos) << fds;
 }
 
-// The three agents run at once, each in its own checkout, against one model
-// server (each request names its agent's tools) and one proxy: under TCG
+// The three agents run at once, each in its own checkout (and with its own
+// proxy), against one model server (each request names its agent's tools): under TCG
 // each is slow to start, and together they take little more than the
 // slowest alone.
 TEST_F(AgentTest, ClaudeCodeOpencodeAndCodexInHostileCheckouts) {
@@ -430,7 +437,7 @@ TEST_F(AgentTest, ClaudeCodeOpencodeAndCodexInHostileCheckouts) {
     for (const Agent* agent : agents) checkouts.push_back(make_checkout(*agent));
     ASSERT_FALSE(HasFailure());
 
-    std::vector<std::string> server = {"/usr/bin/python3", src("tests/agents/model_server.py"), "--listen", kModel,
+    std::vector<std::string> server = {"/usr/bin/python3", src("tests/agents/model_server.py"), "--listen", kModelAddr,
                                        "--record", at("record.jsonl")};
     for (const Checkout& c : checkouts) {
         std::vector<std::string> calls;
@@ -439,16 +446,15 @@ TEST_F(AgentTest, ClaudeCodeOpencodeAndCodexInHostileCheckouts) {
         write_file(script, fmt::format("{{\"steps\": [\n{}\n], \"final\": \"done\"}}\n", fmt::join(calls, ",\n")));
         server.insert(server.end(), {"--script", script});
     }
-    write_file(at("tinyproxy.conf"), fmt::format("Port {}\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 600\n", kProxyPort));
-    Process proxy = Process::start({.argv = {"/usr/bin/tinyproxy", "-d", "-c", at("tinyproxy.conf")},
-                                    .env = {"PATH=/usr/bin:/bin"}});
+    GuestHosts hosts(kHostsLines);
+    ASSERT_EQ(hosts.error(), "");
     Process model = Process::start({.argv = server, .env = {"PATH=/usr/bin:/bin"}});
     ASSERT_TRUE(wait_until([] { return tcp_reachable("127.0.0.2", 8080); }, 60)) << model.wait(1).describe();
-    ASSERT_TRUE(wait_until([] { return tcp_reachable("127.0.0.1", 3128); }, 60)) << proxy.wait(1).describe();
     UnixListener nix(kNixSocket), host(host_sock);
 
     // Control: every attempt reaches its object unconfined, as the same
-    // user (the file tools' targets included), and the model through the proxy.
+    // user (the file tools' targets included); with no proxy there, the
+    // model under both names.
     for (const Checkout& c : checkouts) {
         const std::string& a = c.agent->name;
         Result control = run_as_user(c.work, shell_escapes(c, host_sock) +
@@ -457,7 +463,7 @@ TEST_F(AgentTest, ClaudeCodeOpencodeAndCodexInHostileCheckouts) {
                                                              kClaudeCreds, kSshKey, tool_state(c), tool_tmp(c),
                                                              tool_hook(c), a));
         for (const char* name : {"read-cred", "read-link", "write-state", "write-tmp", "write-hook", "nix-socket",
-                                 "host-socket", "model-direct", "model-proxy", "tools"})
+                                 "host-socket", "model-direct", "model-proxy", "name-denied", "tools"})
             EXPECT_NE(control.out.find(fmt::format("ATTEMPT:{}:{}:ok", a, name)), npos)
                 << name << " fails unconfined, so refusing it proves nothing\n"
                 << control.describe();
@@ -480,7 +486,12 @@ TEST_F(AgentTest, ClaudeCodeOpencodeAndCodexInHostileCheckouts) {
         ASSERT_EQ(copied.status, 0) << copied.describe();
         std::vector<std::string> args = {"--seed-home", seed, "--timeout", "900"};
         if (mode && *mode) args.insert(args.end(), {"--mode", mode});
-        jobs.push_back(start({.policy = read_file(src("policies/" + c.agent->name + ".toml")),
+        // The profile, with the test's model endpoint as one more name.
+        std::string policy = read_file(src("policies/" + c.agent->name + ".toml"));
+        const std::string domains = "\ndomains = [";
+        ASSERT_NE(policy.find(domains), npos) << c.agent->name << "'s profile lists no domains";
+        policy.replace(policy.find(domains), domains.size(), domains + "\"" + kModel + "\", ");
+        jobs.push_back(start({.policy = policy,
                               .workdir = c.work,
                               .args = args,
                               .env = {std::string("RUNNER_TOKEN=") + kRunnerToken},

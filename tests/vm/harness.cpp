@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -553,6 +554,38 @@ bool wait_until(const std::function<bool()>& pred, double timeout_s) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return true;
+}
+
+GuestHosts::GuestHosts(const std::string& lines) {
+    // Only inside a vmtest guest (the fixture fails every test elsewhere).
+    const char* vm = getenv("VMTEST");
+    if (!vm || std::string(vm) != "1" || geteuid() != 0) {
+        error_ = "not root in a vmtest guest: /etc/hosts left alone";
+        return;
+    }
+    saved_ = read_file("/etc/hosts");
+    std::string wanted = saved_;
+    if (!wanted.empty() && !wanted.ends_with('\n')) wanted += '\n';
+    wanted += lines;
+    {
+        std::ofstream out("/etc/hosts", std::ios::trunc);
+        out << wanted;
+        written_ = static_cast<bool>(out);
+    }
+    if (read_file("/etc/hosts") == wanted) return;
+    // Not writable in place: a copy mounted over it.
+    const std::string copy = "/var/tmp/confine-tests/hosts";
+    fs::create_directories("/var/tmp/confine-tests");
+    std::ofstream(copy, std::ios::trunc) << wanted;
+    chmod(copy.c_str(), 0644);
+    if (mount(copy.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) == 0) mounted_ = true;
+    if (read_file("/etc/hosts") != wanted)
+        error_ = fmt::format("can't add names to /etc/hosts (bind mount: {})", strerror(errno));
+}
+
+GuestHosts::~GuestHosts() {
+    if (mounted_) umount2("/etc/hosts", MNT_DETACH);
+    if (written_) std::ofstream("/etc/hosts", std::ios::trunc) << saved_;
 }
 
 }  // namespace vmtest

@@ -181,6 +181,22 @@ private:
     std::string path_, old_;
 };
 
+// Host names added to the guest's /etc/hosts (its root is a throwaway
+// overlay) while it lives, for a suite's servers on loopback addresses.
+// error() says why they could not be, "" once they are.
+class GuestHosts {
+public:
+    explicit GuestHosts(const std::string& lines);
+    ~GuestHosts();
+    GuestHosts(const GuestHosts&) = delete;
+    GuestHosts& operator=(const GuestHosts&) = delete;
+    const std::string& error() const { return error_; }
+
+private:
+    std::string error_, saved_;
+    bool written_ = false, mounted_ = false;
+};
+
 // Small utilities.
 std::string read_file(const std::string& path);
 bool exists(const std::string& path);
