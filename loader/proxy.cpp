@@ -58,12 +58,6 @@ std::string regex_escape(std::string_view s) {
     return out;
 }
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 // A free loopback port, as the kernel would pick one. Someone may take it
 // before tinyproxy binds it; start() then tries another.
 Result<uint16_t> free_port() {
@@ -214,7 +208,7 @@ bool UrlFilter::passes(std::string_view url) const {
 
 std::string proxy_target(std::string_view url) {
     uint16_t port = 443;
-    if (lower(url.substr(0, 7)) == "http://") {
+    if (url.size() >= 7 && strncasecmp(url.data(), "http://", 7) == 0) {
         url.remove_prefix(7);
         url = url.substr(0, url.find('/'));
         port = 80;
@@ -228,7 +222,7 @@ std::string proxy_target(std::string_view url) {
         if (ec == std::errc{} && end == url.data() + url.size()) port = static_cast<uint16_t>(p);
         url = url.substr(0, colon);
     }
-    return fmt::format("{}:{}", lower(url), port);
+    return fmt::format("{}:{}", policy::lowercase(url), port);
 }
 
 // "name:port" of the URL tinyproxy builds for an origin-form request,
@@ -240,7 +234,7 @@ std::string built_url_target(std::string_view url) {
     const size_t colon = std::min(url.find(':'), url.size());
     unsigned port = 0;
     std::from_chars(url.data() + std::min(colon + 1, url.size()), url.data() + url.size(), port);
-    return fmt::format("{}:{}", lower(url.substr(0, colon)), port);
+    return fmt::format("{}:{}", policy::lowercase(url.substr(0, colon)), port);
 }
 
 std::optional<std::string> proxy_refusal(std::string_view line, const UrlFilter* judge) {

@@ -210,12 +210,6 @@ bool is_host_name(std::string_view s) {
     }
 }
 
-std::string lowercase(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 // "name", "*.name" or either with ":PORT".
 std::expected<Domain, std::string> parse_domain(std::string_view text) {
     Domain d;

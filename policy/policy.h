@@ -57,6 +57,13 @@ struct Domain {
     Location where;
 };
 
+// S in ASCII lowercase: how host names are compared.
+inline std::string lowercase(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    return out;
+}
+
 // The proxy variables confine sets for a job with domains; a policy may
 // neither keep nor set them.
 inline constexpr std::string_view kProxyEnv[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
