@@ -166,10 +166,6 @@ void collect_orphan_proxies(const BpfObjects& objs) {
     }
 }
 
-namespace {
-
-}  // namespace
-
 std::string proxy_filter(const std::vector<policy::Domain>& domains) {
     std::string out;
     for (const policy::Domain& d : domains) {
@@ -328,10 +324,12 @@ Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64
         if (pid == 0) {
             // Into the proxy's cgroup before exec: its sockets are born
             // there. Then nobody: tinyproxy never runs as root (its own
-            // "User" would drop root only after its start-up).
+            // "User" would drop root only after its start-up). A session
+            // of its own: a terminal's ^C or hangup, meant for confine, would
+            // end it (in the foreground SIGHUP's default action stands).
             int cg_fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
             int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-            if (cg_fd < 0 || ::write(cg_fd, "0", 1) != 1 || null < 0 || dup2(null, 0) < 0 ||
+            if (cg_fd < 0 || ::write(cg_fd, "0", 1) != 1 || setsid() < 0 || null < 0 || dup2(null, 0) < 0 ||
                 dup2(write_end.get(), 1) < 0 || dup2(write_end.get(), 2) < 0 || setgroups(0, nullptr) != 0 ||
                 setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
                 _exit(126);

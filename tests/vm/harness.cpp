@@ -309,6 +309,7 @@ Process Process::start(const Options& o) {
                 setresuid(*o.uid, *o.uid, *o.uid) != 0)
                 _exit(120);
         }
+        if (o.own_group && setpgid(0, 0) != 0) _exit(122);
         if (chdir(o.cwd.c_str()) != 0) _exit(121);
         execve(argv[0], argv.data(), envp.data());
         _exit(errno == ENOENT ? 127 : 126);
@@ -414,7 +415,7 @@ VmTest::Started VmTest::start(const RunSpec& spec) {
     argv.insert(argv.end(), spec.argv.begin(), spec.argv.end());
     std::vector<std::string> env = confine_env();
     env.insert(env.end(), spec.env.begin(), spec.env.end());
-    s.proc.emplace(Process::start({.argv = argv, .env = env, .cwd = base_, .keep_fd = spec.keep_fd}));
+    s.proc.emplace(Process::start({.argv = argv, .env = env, .cwd = base_, .keep_fd = spec.keep_fd, .own_group = spec.own_group}));
     return s;
 }
 
@@ -528,8 +529,12 @@ Sysctl::~Sysctl() {
 
 std::string job_cgroup(const std::string& job) {
     std::error_code ec;
+    // <tag>/<job>, not <tag>.proxies/<job>, the job's proxy's cgroup of the
+    // same name (which of the two a directory listing gives first depends
+    // on the tag).
     for (const auto& parent : fs::directory_iterator(cgroup2_mount() + "/confine", ec))
-        if (exists(parent.path().string() + "/" + job)) return parent.path().string() + "/" + job;
+        if (!parent.path().string().ends_with(".proxies") && exists(parent.path().string() + "/" + job))
+            return parent.path().string() + "/" + job;
     return "";
 }
 

@@ -62,6 +62,7 @@ struct RunSpec {
     std::vector<std::string> argv;        // the command; empty: sh -c <cmd>
     bool as_user = true;                  // pass --user confinetest
     int keep_fd = -1;                     // an fd >= 3 confine inherits from the test
+    bool own_group = false;               // confine leads a process group, as a shell's job would
 };
 
 // `vmhelper netproc` output: the result of each OP ("ok ...", "CALL:ERRNO"),
@@ -94,6 +95,7 @@ public:
         gid_t gid = 0;
         std::vector<gid_t> groups;
         int keep_fd = -1;
+        bool own_group = false;  // setpgid(0, 0)
     };
     static Process start(const Options& o);
     Process(Process&& o) noexcept;

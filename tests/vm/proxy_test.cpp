@@ -387,8 +387,8 @@ protected:
         return finish(s, 300);
     }
 
-    // A job that publishes its HTTP_PROXY, then sleeps.
-    Started start_sleeping_job();
+    // A job that publishes its HTTP_PROXY, then runs SLEEP (shell).
+    Started start_sleeping_job(RunSpec spec = {}, const std::string& sleep = "exec sleep 600");
     // Its proxy, once it is up (pid -1, and a failure, if none is).
     RunningProxy proxy_of(const Started& job);
 
@@ -661,11 +661,11 @@ TEST_F(ProxyTest, TheProxyEndsWithTheJob) {
 
 // ---- the proxy's own limits, and its death -------------------------------------------------
 
-VmTest::Started ProxyTest::start_sleeping_job() {
+VmTest::Started ProxyTest::start_sleeping_job(RunSpec spec, const std::string& sleep) {
     unlink((work() + "/proxy-url").c_str());
-    return start({.policy = domains_policy({"allowed.test"}),
-                  .argv = {"/bin/sh", "-c",
-                           "printenv HTTP_PROXY > proxy-url.tmp && mv proxy-url.tmp proxy-url\nexec sleep 600\n"}});
+    spec.policy = domains_policy({"allowed.test"});
+    spec.argv = {"/bin/sh", "-c", "printenv HTTP_PROXY > proxy-url.tmp && mv proxy-url.tmp proxy-url\n" + sleep};
+    return start(spec);
 }
 
 RunningProxy ProxyTest::proxy_of(const Started& job) {
@@ -720,6 +720,33 @@ TEST_F(ProxyTest, TheProxyHasLimitsOfItsOwnAndItsJobStopsWhenItDies) {
         << r.describe();
     EXPECT_EQ(job_cgroup(r.job), "") << "the job outlived its proxy";
     EXPECT_FALSE(exists(p.cgroup)) << p.cgroup << " outlived the job";
+}
+
+// ^C at a terminal signals its foreground process group: confine, which
+// passes it on to the job (in a session of its own). An agent takes ^C as
+// "stop what you are doing" and goes on. The proxy has a session of its own
+// too: were it in confine's group, it would quit on SIGINT, and the job,
+// having lost its proxy, would be stopped (125, proxy_exited).
+TEST_F(ProxyTest, AnInterruptAtTheTerminalReachesTheJobNotTheProxy) {
+    Started job = start_sleeping_job({.own_group = true},
+                                     "trap 'touch interrupted' INT\nwhile :; do sleep 600 & wait $!; done");
+    const RunningProxy p = proxy_of(job);
+    if (p.pid < 0) {
+        kill(job.proc->pid(), SIGTERM);
+        FAIL() << finish(job, 60).describe();
+    }
+    kill(-job.proc->pid(), SIGINT);
+    EXPECT_TRUE(wait_until([&] { return exists(work() + "/interrupted"); }, 30)) << "the job never saw the ^C";
+    usleep(500'000);  // time for a proxy that quit to be noticed
+    EXPECT_TRUE(alive(p.pid)) << "the proxy quit on the terminal's ^C";
+    EXPECT_NE(job_cgroup(job.job), "") << "the job was stopped";
+
+    kill(job.proc->pid(), SIGTERM);
+    Result r = finish(job, 60);
+    EXPECT_EQ(r.status, 128 + SIGTERM) << r.describe();
+    EXPECT_FALSE(std::any_of(r.audit.begin(), r.audit.end(), [](const AuditLine& l) {
+        return l.str("reason") == "proxy_exited";
+    })) << r.describe();
 }
 
 // A confine killed outright (SIGKILL) leaves its job running, still
