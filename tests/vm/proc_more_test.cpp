@@ -363,11 +363,7 @@ TEST_F(ProcMoreTest, KeepDirsKeepsHomeAndTmpdirOnly) {
         "touch ready; while [ ! -e release ]; do sleep 0.1; done";
     Started job = start({.args = {"--keep-dirs"}, .argv = {"/bin/sh", "-c", cmd}});
     ASSERT_TRUE(wait_until([&] { return exists(work() + "/ready"); }, 60)) << finish(job, 1).describe();
-    std::string cg;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(cgroup2_mount() + "/confine", ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-        if (it->path().filename() == job.job) cg = it->path();
+    const std::string cg = job_cgroup(job.job);
     EXPECT_FALSE(cg.empty()) << "no cgroup named " << job.job;
     const pid_t daemon = static_cast<pid_t>(std::stol("0" + read_file(work() + "/daemon")));
     ASSERT_GT(daemon, 0);
@@ -388,6 +384,7 @@ TEST_F(ProcMoreTest, KeepDirsKeepsHomeAndTmpdirOnly) {
     ASSERT_FALSE(home.empty() || tmp.empty()) << r.describe();
     EXPECT_EQ(read_file(home + "/h"), "kept\n") << "HOME was not kept";
     EXPECT_EQ(read_file(tmp + "/t"), "kept\n") << "TMPDIR was not kept";
+    std::error_code ec;
     fs::remove_all(fs::path(home).parent_path(), ec);
 }
 

@@ -372,9 +372,7 @@ TEST_F(RunTest, NothingIsLeftAttachedOrMappedAfterTheJob) {
                                               kSshKey)}});
     ASSERT_TRUE(wait_until([&] { return exists(work() + "/ready"); }, 60)) << finish(job, 1).describe();
     // Job cgroups live in their build's parent: <cgroup2>/confine/<tag>/<job>.
-    std::string cg;
-    for (const auto& parent : std::filesystem::directory_iterator(cgroup2_mount() + "/confine"))
-        if (exists(parent.path().string() + "/" + job.job)) cg = parent.path().string() + "/" + job.job;
+    const std::string cg = job_cgroup(job.job);
     ASSERT_FALSE(cg.empty()) << "no cgroup for " << job.job;
     const std::string parent = cg.substr(0, cg.rfind('/'));
     struct stat st {};
