@@ -1,6 +1,7 @@
 /* Filesystem access control.
  *
- * Hooks, lsm_cgroup (attached to each job's cgroup; hot for every process):
+ * Hooks, lsm_cgroup (attached once to the build's parent of the jobs' cgroups,
+ * so they run for every job's processes; hot for each of them):
  *   file_open    - every open of a file: for read (open_read), for write or
  *                  with O_TRUNC (open_write), and by execve (exec), but
  *                  /dev/null, /dev/zero and /dev/full always open. This

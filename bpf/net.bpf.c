@@ -1,6 +1,7 @@
 /* Network access control.
  *
- * Hooks (lsm_cgroup, attached to each job's cgroup):
+ * Hooks (lsm_cgroup, attached once to the build's parent of the jobs' cgroups,
+ * so they run for every job's processes and no one else's):
  *   socket_connect      - connect(2) on TCP and UDP over IPv4 and IPv6
  *                         (v4-mapped IPv6 counts as IPv4): only the policy's
  *                         `connect` destinations, and loopback ones, which

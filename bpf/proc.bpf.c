@@ -1,6 +1,7 @@
 /* Process isolation.
  *
- * Hooks, lsm_cgroup (attached to each job's cgroup):
+ * Hooks, lsm_cgroup (attached once to the build's parent of the jobs' cgroups,
+ * so they run for every job's processes and no one else's):
  *   userns_create       - refuse new user namespaces (unshare -U,
  *                         clone(CLONE_NEWUSER)) unless the job's policy sets
  *                         [process] user_namespaces. The hook exists since

@@ -216,15 +216,16 @@ void AuditLog::write_line(std::string line) {
     (void)::write(fd_.get(), line.data(), line.size());
 }
 
-Result<JobRing> JobRing::create(AuditLog& log) {
+Result<JobRing> JobRing::create(AuditLog log) {
     JobRing r;
+    r.log_ = std::make_unique<AuditLog>(std::move(log));
     r.map_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "confine_ring", 0, 0, CONFINE_RING_BYTES, nullptr));
     if (!r.map_) return fail(Error::sys("bpf: creating the job's ring buffer"));
     auto on_event = [](void* ctx, void* data, size_t size) -> int {
         if (size >= sizeof(confine_event)) static_cast<AuditLog*>(ctx)->event(*static_cast<confine_event*>(data));
         return 0;
     };
-    r.rb_.reset(ring_buffer__new(r.map_.get(), on_event, &log, nullptr));
+    r.rb_.reset(ring_buffer__new(r.map_.get(), on_event, r.log_.get(), nullptr));
     if (!r.rb_) return fail(Error::sys("bpf: opening the job's ring buffer"));
     return r;
 }

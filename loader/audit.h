@@ -25,9 +25,8 @@ public:
     // at the job's end; a flood must not become a flood of lines).
     void inbound(uint64_t cgroup_id, uint64_t count);
     // A request to the job's proxy for TARGET ("name:port") that its
-    // [network] domains don't allow: refused, or in audit mode passed.
-    // A request the job's proxy refused (in audit mode: would have); with a
-    // reason and no target, the proxy itself failed.
+    // [network] domains don't allow: refused, or in audit mode passed. With
+    // a reason and no target, the proxy itself failed.
     void proxy(uint64_t cgroup_id, std::string_view target, std::string_view reason = "");
     // A [limits] limit the job hit: TARGET is memory, pids, cpu or timeout,
     // COUNT how often (see docs/contract.md). Written at the job's end.
@@ -45,17 +44,22 @@ private:
     int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at open
 };
 
-// The job's ring buffer: a BPF_MAP_TYPE_RINGBUF map consumed into an AuditLog.
+// The job's ring buffer: a BPF_MAP_TYPE_RINGBUF map consumed into the job's
+// AuditLog, which it owns. libbpf keeps a pointer to the log, so the log
+// lives on the heap, where moving the JobRing leaves it, and outlives the
+// ring buffer (members end in reverse order).
 class JobRing {
 public:
-    static Result<JobRing> create(AuditLog& log);
+    static Result<JobRing> create(AuditLog log);
 
+    AuditLog& log() { return *log_; }
     int map_fd() const { return map_.get(); }
     int poll_fd() const { return ring_buffer__epoll_fd(rb_.get()); }
     void drain() { ring_buffer__consume(rb_.get()); }
 
 private:
     JobRing() : rb_(nullptr, ring_buffer__free) {}
+    std::unique_ptr<AuditLog> log_;
     Fd map_;
     std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> rb_;
 };

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -219,6 +220,8 @@ Result<void> JobCgroup::kill_and_remove() {
     // cgroup.events signals POLLPRI when "populated" changes.
     std::string events = path_ + "/cgroup.events";
     Fd ev(::open(events.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ev && errno != ENOENT)  // ENOENT: the cgroup is gone, nothing to wait for
+        return fail(Error::sys("cgroup: opening " + events + " to wait for the job's processes to end"));
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (populated(events)) {
         if (std::chrono::steady_clock::now() > deadline)
@@ -234,6 +237,13 @@ Result<void> JobCgroup::kill_and_remove() {
     path_.clear();
     return {};
 }
+
+JobCgroup::JobCgroup(JobCgroup&& o) noexcept
+    : path_(std::exchange(o.path_, std::string())),
+      fd_(std::move(o.fd_)),
+      id_(std::exchange(o.id_, 0)),
+      limits_(o.limits_),
+      hits_(o.hits_) {}
 
 JobCgroup::~JobCgroup() {
     if (!path_.empty()) (void)kill_and_remove();

@@ -33,8 +33,10 @@ public:
     // Takes over an existing cgroup, to end what another confine left.
     static Result<JobCgroup> adopt(const std::string& path);
 
-    JobCgroup(JobCgroup&&) noexcept = default;
-    JobCgroup& operator=(JobCgroup&&) noexcept = default;
+    // A moved-from JobCgroup owns nothing (its path is empty). No move
+    // assignment: it would have to end a live cgroup, which can fail.
+    JobCgroup(JobCgroup&& o) noexcept;
+    JobCgroup& operator=(JobCgroup&&) = delete;
     ~JobCgroup();
 
     int fd() const { return fd_.get(); }

@@ -95,7 +95,9 @@ std::string private_dirs_template(const std::string& job) {
 // The job's private HOME and TMPDIR: <TMPDIR>/confine-<job>.XXXXXX/{home,tmp}.
 class PrivateDirs {
 public:
-    static Result<PrivateDirs> create(const std::string& job, const User& u, bool keep) {
+    // OWNER: the job's user, who gets home and tmp; none for --print-policy,
+    // which needs the real names (a TMPDIR through a symlink resolves) only.
+    static Result<PrivateDirs> create(const std::string& job, const User* owner, bool keep) {
         std::string tmpl = private_dirs_template(job);
         if (!mkdtemp(tmpl.data())) return fail(Error::sys("run: creating a private directory in " + tmpl));
         PrivateDirs d;
@@ -103,7 +105,7 @@ public:
         d.keep_ = keep;
         if (chmod(d.root_.c_str(), 0711) != 0) return fail(Error::sys("run: chmod " + d.root_));
         for (const std::string& dir : {d.home(), d.tmp()})
-            if (mkdir(dir.c_str(), 0700) != 0 || chown(dir.c_str(), u.uid, u.gid) != 0)
+            if (mkdir(dir.c_str(), 0700) != 0 || (owner && chown(dir.c_str(), owner->uid, owner->gid) != 0))
                 return fail(Error::sys("run: creating " + dir));
         return d;
     }
@@ -312,8 +314,9 @@ private:
 // forwards termination requests to it. A job still running at its timeout
 // (0: none) is ended (Deadline); `timed_out` says so, and the status is then
 // kExitTimeout whatever the main process's own.
-int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, AuditLog& log, uint64_t cgid,
-              uint64_t& reported_lost, JobCgroup& cg, JobProxy* proxy, uint64_t timeout_s, bool& timed_out) {
+int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t cgid, uint64_t& reported_lost,
+              JobCgroup& cg, JobProxy* proxy, uint64_t timeout_s, bool& timed_out) {
+    AuditLog& log = ring.log();
     sigset_t sigs;
     sigemptyset(&sigs);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
@@ -444,8 +447,14 @@ int run(const RunOptions& o) {
         }
 
     if (o.print_policy) {
-        std::string base = private_dirs_template(job);
-        auto compiled = policy::compile(*pol, {*workdir, base + "/home", base + "/tmp", user->home});
+        // Compiled against directories made as the run makes them, so the
+        // paths are the ones a run enforces (bar the random suffix).
+        auto dirs = PrivateDirs::create(job, nullptr, false);
+        if (!dirs) {
+            print_error(dirs.error());
+            return kExitFailure;
+        }
+        auto compiled = policy::compile(*pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
         if (!compiled) {
             print_error(compiled.error());
             return kExitFailure;
@@ -470,7 +479,7 @@ int run(const RunOptions& o) {
         return kExitFailure;
     }
     collect_orphan_proxies(*objs);
-    auto dirs = PrivateDirs::create(job, *user, o.keep_dirs);
+    auto dirs = PrivateDirs::create(job, &*user, o.keep_dirs);
     if (!dirs) {
         print_error(dirs.error());
         return kExitFailure;
@@ -492,7 +501,7 @@ int run(const RunOptions& o) {
         print_error(log.error());
         return kExitFailure;
     }
-    auto ring = JobRing::create(*log);
+    auto ring = JobRing::create(std::move(*log));
     // The cgroup inherits this build's programs from its parent the moment
     // it exists; they deny everything until the policy below is in place.
     auto cg = ring ? JobCgroup::create(objs->jobs_parent(), job) : fail(ring.error());
@@ -532,7 +541,7 @@ int run(const RunOptions& o) {
     uint64_t reported_lost = 0;
     bool timed_out = false;
     if (auto child = spawn(spec); child) {
-        status = supervise(*child, *ring, *installed, *log, cg->id(), reported_lost, *cg, proxy.get(),
+        status = supervise(*child, *ring, *installed, cg->id(), reported_lost, *cg, proxy.get(),
                            compiled->limits.timeout_s, timed_out);
     } else {
         print_error(child.error());
@@ -543,15 +552,16 @@ int run(const RunOptions& o) {
         print_error(r.error());
         status = kExitFailure;
     }
+    AuditLog& audit = ring->log();
     if (proxy)
-        if (auto r = proxy->stop(*log); !r) {
+        if (auto r = proxy->stop(audit); !r) {
             print_error(r.error());
             status = kExitFailure;
         }
     ring->drain();
-    report_lost(*installed, *log, cg->id(), reported_lost);
-    if (uint64_t n = installed->inbound()) log->inbound(cg->id(), n);
-    report_limits(*log, *cg, timed_out);
+    report_lost(*installed, audit, cg->id(), reported_lost);
+    if (uint64_t n = installed->inbound()) audit.inbound(cg->id(), n);
+    report_limits(audit, *cg, timed_out);
     return status;
 }
 
