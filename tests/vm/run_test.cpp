@@ -442,6 +442,26 @@ TEST_F(RunTest, ALoadInterruptedHalfwayIsDoneAgain) {
 
 // ---- confine check ---------------------------------------------------------------
 
+// --print-policy compiles against private directories made where and as a
+// run makes them (then removed): through a TMPDIR that is a symlink, its
+// rules name the directories a run's job really gets, bar the random suffix.
+TEST_F(RunTest, PrintPolicyShowsTheDirectoriesARunUses) {
+    const std::string real = at("tmp-real"), link = at("tmp-link");
+    ASSERT_TRUE(std::filesystem::create_directory(real));
+    std::filesystem::create_directory_symlink(real, link);
+    Result job = run({.env = {"TMPDIR=" + link}, .argv = {"/bin/sh", "-c", "realpath \"$TMPDIR\""}});
+    ASSERT_EQ(job.status, 0) << job.describe();
+    // .../tmp-real/confine-<job>.<suffix>/tmp
+    const std::string job_tmp = job.out.substr(0, job.out.find('\n'));
+    ASSERT_TRUE(job_tmp.starts_with(real + "/confine-" + job.job + ".")) << job_tmp;
+
+    Result shown = run({.args = {"--print-policy"}, .env = {"TMPDIR=" + link}, .argv = {"true"}});
+    ASSERT_EQ(shown.status, 0) << shown.describe();
+    const std::regex tmp_rule("\"" + real + "/confine-" + shown.job + R"(\.[A-Za-z0-9]{6}/tmp")");
+    EXPECT_TRUE(std::regex_search(shown.out, tmp_rule)) << "no rule for the run's private tmp\n" << shown.describe();
+    EXPECT_TRUE(std::filesystem::is_empty(real)) << "--print-policy left its directories in " << real;
+}
+
 TEST_F(RunTest, CheckAcceptsAGoodPolicy) {
     const std::string file = at("good.toml");
     write_file(file, make_policy({.read = {"/srv"}, .connect = {"tcp://127.0.0.1:3128"}}));
