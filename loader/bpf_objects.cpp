@@ -52,7 +52,8 @@ const Feature kFeatures[] = {
     {"proc", proc_bpf__elf_bytes},
     {"proxy", proxy_bpf__elf_bytes, Parent::Proxies},
 };
-const char* const kMaps[] = {"jobs", "rings", "fs_rules", "net_rules", "job_keys", "proxies"};
+const char* const kMapNames[] = {"jobs", "rings", "fs_rules", "net_rules", "job_keys", "proxies"};
+static_assert(std::size(kMapNames) == static_cast<size_t>(Map::Count));
 
 // The proxies' parent cgroup is the jobs' one's sibling: <tag> and <tag>.proxies.
 constexpr std::string_view kProxiesSuffix = ".proxies";
@@ -336,18 +337,14 @@ Result<BpfObjects> BpfObjects::open() {
     if (loaded)
         for (auto& [which, a] : parents)
             if (auto r = detach_stale(a.cgroup.get(), a.ids); !r) return fail(r.error());
-    for (const char* name : kMaps) {
-        std::string pin = o.dir_ + "/" + name;
-        Fd fd(bpf_obj_get(pin.c_str()));
-        if (!fd) return fail(Error::sys("bpf: opening pinned map " + pin));
-        o.maps_.emplace(name, std::move(fd));
+    for (size_t i = 0; i < o.maps_.size(); i++) {
+        std::string pin = o.dir_ + "/" + kMapNames[i];
+        o.maps_[i].reset(bpf_obj_get(pin.c_str()));
+        if (!o.maps_[i]) return fail(Error::sys("bpf: opening pinned map " + pin));
     }
     return o;
 }
 
-int BpfObjects::map_fd(const std::string& name) const {
-    auto it = maps_.find(name);
-    return it == maps_.end() ? -1 : it->second.get();
-}
+const char* map_name(Map m) { return kMapNames[static_cast<size_t>(m)]; }
 
 }  // namespace confine

@@ -4,6 +4,7 @@
 
 #include <bpf/libbpf.h>
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +14,11 @@
 
 namespace confine {
 
+// The shared maps of bpf/*.bpf.c: a typo is a compile error, not fd -1.
+enum class Map { Jobs, Rings, FsRules, NetRules, JobKeys, Proxies, Count };
+// The map's name in the BPF objects and in its pin.
+const char* map_name(Map m);
+
 class BpfObjects {
 public:
     // Reuses this build's pinned objects, or loads and pins them on first
@@ -20,7 +26,7 @@ public:
     // lock on the pin directory.
     static Result<BpfObjects> open();
 
-    int map_fd(const std::string& name) const;  // a map of bpf/*.bpf.c, by name
+    int map_fd(Map m) const { return maps_[static_cast<size_t>(m)].get(); }
     // The cgroup this build's jobs are created in: <cgroup2>/confine/<tag>.
     // Its programs are attached here once, and every job cgroup below
     // inherits them, so starting a job attaches nothing and never re-patches
@@ -32,7 +38,7 @@ public:
 
 private:
     std::string dir_, parent_, proxies_parent_;
-    std::map<std::string, Fd> maps_;
+    std::array<Fd, static_cast<size_t>(Map::Count)> maps_;
 };
 
 // Routes libbpf's messages: to stderr when verbose, otherwise kept so that a

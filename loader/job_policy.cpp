@@ -10,10 +10,10 @@
 namespace confine {
 namespace {
 
-Result<void> update(const BpfObjects& objs, const char* map, const void* key, const void* value) {
+Result<void> update(const BpfObjects& objs, Map map, const void* key, const void* value) {
     if (bpf_map_update_elem(objs.map_fd(map), key, value, BPF_ANY) == 0) return {};
     int e = errno;
-    Error err = Error::sys(std::string("bpf: adding to map ") + map, e);
+    Error err = Error::sys(std::string("bpf: adding to map ") + map_name(map), e);
     if (e == E2BIG || e == ENOMEM || e == ENOSPC)
         return fail(std::move(err).hint("The map is full: too many concurrent jobs or rules; the job was not started"));
     return fail(err);
@@ -69,7 +69,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
         confine_fs_key k = fs_key(id, prefix);
         // The key length tells the BPF side an exact match from a prefix one.
         uint32_t value = access | ((k.prefixlen - 64) / 8) << CONFINE_FS_KEYLEN_SHIFT;
-        if (auto r = update(objs, "fs_rules", &k, &value); !r) return fail(r.error());
+        if (auto r = update(objs, Map::FsRules, &k, &value); !r) return fail(r.error());
         p.fs_keys_.push_back(k);
     }
     auto add_net = [&](const std::vector<policy::Endpoint>& eps, uint32_t op) -> Result<void> {
@@ -77,8 +77,8 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
             confine_net_key k = net_key(id, ep);
             uint32_t ops = op;
             uint32_t old = 0;
-            if (bpf_map_lookup_elem(objs.map_fd("net_rules"), &k, &old) == 0) ops |= old;
-            if (auto r = update(objs, "net_rules", &k, &ops); !r) return r;
+            if (bpf_map_lookup_elem(objs.map_fd(Map::NetRules), &k, &old) == 0) ops |= old;
+            if (auto r = update(objs, Map::NetRules, &k, &ops); !r) return r;
             p.net_keys_.push_back(k);
         }
         return {};
@@ -87,7 +87,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     if (auto r = add_net(c.bind, CONFINE_NET_BIND); !r) return fail(r.error());
 
     uint32_t ring = static_cast<uint32_t>(ring_fd);
-    if (auto r = update(objs, "rings", &id, &ring); !r) return fail(r.error());
+    if (auto r = update(objs, Map::Rings, &id, &ring); !r) return fail(r.error());
     p.ring_ = true;
 
     // Last: a program that finds no job entry denies, so a job is never
@@ -97,7 +97,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     if (c.user_namespaces) job.flags |= CONFINE_JOB_USERNS;
     if (c.exec_allowlist) job.flags |= CONFINE_JOB_EXEC_LIST;
     job.families = c.families;
-    if (auto r = update(objs, "jobs", &id, &job); !r) return fail(r.error());
+    if (auto r = update(objs, Map::Jobs, &id, &job); !r) return fail(r.error());
     p.job_ = true;
     return p;
 }
@@ -113,7 +113,7 @@ JobPolicy::JobPolicy(JobPolicy&& o) noexcept
 // killed confine). BPF has no key_free hook after 6.1; an entry left
 // behind only takes room, since every key_alloc resets its address's entry.
 void forget_keys(const BpfObjects& objs, uint64_t job) {
-    int keys = objs.map_fd("job_keys"), jobs = objs.map_fd("jobs");
+    int keys = objs.map_fd(Map::JobKeys), jobs = objs.map_fd(Map::Jobs);
     std::vector<uint64_t> stale;
     uint64_t addr = 0;
     for (int err = bpf_map_get_next_key(keys, nullptr, &addr); err == 0;
@@ -129,21 +129,21 @@ void forget_keys(const BpfObjects& objs, uint64_t job) {
 
 JobPolicy::~JobPolicy() {
     if (job_) forget_keys(*objs_, id_);
-    if (job_) bpf_map_delete_elem(objs_->map_fd("jobs"), &id_);
-    if (ring_) bpf_map_delete_elem(objs_->map_fd("rings"), &id_);
-    for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd("fs_rules"), &k);
-    for (auto& k : net_keys_) bpf_map_delete_elem(objs_->map_fd("net_rules"), &k);
+    if (job_) bpf_map_delete_elem(objs_->map_fd(Map::Jobs), &id_);
+    if (ring_) bpf_map_delete_elem(objs_->map_fd(Map::Rings), &id_);
+    for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd(Map::FsRules), &k);
+    for (auto& k : net_keys_) bpf_map_delete_elem(objs_->map_fd(Map::NetRules), &k);
 }
 
 uint64_t JobPolicy::inbound() const {
     confine_job job{};
-    if (bpf_map_lookup_elem(objs_->map_fd("jobs"), &id_, &job) != 0) return 0;
+    if (bpf_map_lookup_elem(objs_->map_fd(Map::Jobs), &id_, &job) != 0) return 0;
     return job.inbound;
 }
 
 uint64_t JobPolicy::lost() const {
     confine_job job{};
-    if (bpf_map_lookup_elem(objs_->map_fd("jobs"), &id_, &job) != 0) return 0;
+    if (bpf_map_lookup_elem(objs_->map_fd(Map::Jobs), &id_, &job) != 0) return 0;
     return job.lost;
 }
 

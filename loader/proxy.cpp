@@ -154,7 +154,7 @@ std::pair<std::string_view, std::string_view> method_and_url(std::string_view li
 }  // namespace
 
 void collect_orphan_proxies(const BpfObjects& objs) {
-    const int proxies_map = objs.map_fd("proxies");
+    const int proxies_map = objs.map_fd(Map::Proxies);
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(objs.proxies_parent(), ec)) {
         if (!e.is_directory(ec) || std::filesystem::exists(objs.jobs_parent() + "/" + e.path().filename().string()))
@@ -288,7 +288,7 @@ Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64
     std::unique_ptr<JobProxy> owner(new JobProxy);
     JobProxy& p = *owner;
     p.job_cgid_ = job_cgid;
-    p.proxies_map_ = objs.map_fd("proxies");
+    p.proxies_map_ = objs.map_fd(Map::Proxies);
     if (audit_mode) p.judge_.emplace(proxy_filter(domains));
     const passwd* nobody = getpwnam("nobody");
     if (!nobody)
