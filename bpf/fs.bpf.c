@@ -92,13 +92,13 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
     } else {
         k->path[0] = '/';
     }
-    k->prefixlen = 64 + 8 * klen;
+    k->prefixlen = confine_fs_prefixlen(klen);
     k->cgroup_id_lo = (__u32)cgid;
     k->cgroup_id_hi = cgid >> 32;
     access = bpf_map_lookup_elem(&fs_rules, k);
     if (!access)
         return CONFINE_FS_NOT_GUARD;
-    exact = (*access >> CONFINE_FS_KEYLEN_SHIFT) == klen;
+    exact = confine_fs_value_path_bytes(*access) == klen;
     bits = *access & (CONFINE_FS_READ | CONFINE_FS_WRITE | CONFINE_FS_EXEC);
     if ((bits & CONFINE_FS_READ) || (exact && (*access & CONFINE_FS_LIST)))
         bits |= CONFINE_FS_LIST;

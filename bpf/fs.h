@@ -37,6 +37,16 @@ struct confine_fs_key {
     char path[CONFINE_RULE_PATH_MAX];
 };
 
+/* The key and value encodings, for fs.bpf.c and the loader alike. */
+static inline __u32 confine_fs_prefixlen(__u32 path_bytes) { return 64 + 8 * path_bytes; }
+static inline __u32 confine_fs_path_bytes(__u32 prefixlen) { return (prefixlen - 64) / 8; }
+static inline __u32 confine_fs_value(__u32 access, __u32 path_bytes)
+{
+    return access | path_bytes << CONFINE_FS_KEYLEN_SHIFT;
+}
+/* The path bytes of the entry a value was stored with. */
+static inline __u32 confine_fs_value_path_bytes(__u32 value) { return value >> CONFINE_FS_KEYLEN_SHIFT; }
+
 /* Walk limits (fail closed: deeper or longer paths are denied and audited). */
 #define CONFINE_PATH_DEPTH 256
 

@@ -805,7 +805,7 @@ static __always_inline int check_unix_peer(struct sock *sk, struct sock *peer, _
         if (len > CONFINE_UNIX_PATH_MAX - 1)
             len = CONFINE_UNIX_PATH_MAX - 1;
         key.kind = CONFINE_NET_UNIX_ABSTRACT;
-        key.port = len;
+        key.name_len = len;
         bpf_probe_read_kernel(key.addr, len, &addr->name[0].sun_path[1]);
     } else {
         key.kind = CONFINE_NET_UNIX;

@@ -22,8 +22,9 @@ enum confine_net_kind {
 struct confine_net_key {
     __u64 cgroup_id;
     __u16 kind; /* enum confine_net_kind */
-    __u16 port; /* TCP/UDP: host byte order; abstract: name length */
-    __u32 pad;
+    __u16 port;     /* TCP/UDP: host byte order */
+    __u16 name_len; /* abstract: the name's bytes in addr */
+    __u16 pad;
     __u8 addr[CONFINE_UNIX_PATH_MAX];
 };
 

@@ -29,7 +29,7 @@ confine_fs_key fs_key(uint64_t cgroup_id, const std::string& prefix) {
     std::string enc = prefix == "/" ? prefix : prefix + "/";
     size_t n = std::min(enc.size(), sizeof k.path);  // compile() refuses longer rules
     memcpy(k.path, enc.data(), n);
-    k.prefixlen = static_cast<uint32_t>(64 + 8 * n);
+    k.prefixlen = confine_fs_prefixlen(static_cast<uint32_t>(n));
     return k;
 }
 
@@ -50,8 +50,8 @@ confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep) {
         break;
     case Kind::UnixAbstract:
         k.kind = CONFINE_NET_UNIX_ABSTRACT;
-        k.port = static_cast<uint16_t>(std::min(ep.name.size(), sizeof k.addr));
-        memcpy(k.addr, ep.name.data(), k.port);
+        k.name_len = static_cast<uint16_t>(std::min(ep.name.size(), sizeof k.addr));
+        memcpy(k.addr, ep.name.data(), k.name_len);
         break;
     }
     return k;
@@ -68,7 +68,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     for (const auto& [prefix, access] : entries) {
         confine_fs_key k = fs_key(id, prefix);
         // The key length tells the BPF side an exact match from a prefix one.
-        uint32_t value = access | ((k.prefixlen - 64) / 8) << CONFINE_FS_KEYLEN_SHIFT;
+        uint32_t value = confine_fs_value(access, confine_fs_path_bytes(k.prefixlen));
         if (auto r = update(objs, Map::FsRules, &k, &value); !r) return fail(r.error());
         p.fs_keys_.push_back(k);
     }

@@ -10,7 +10,7 @@ namespace confine {
 namespace {
 
 std::string key_path(const confine_fs_key& k) {
-    return std::string(k.path, (k.prefixlen - 64) / 8);
+    return std::string(k.path, confine_fs_path_bytes(k.prefixlen));
 }
 
 TEST(FsKey, PathsEndInASlashSoRulesMatchWholeComponents) {
@@ -50,8 +50,8 @@ TEST(NetKey, AbstractNamesKeepTheirLengthSoTrailingNulsCount) {
     a.name = "name";
     b.name = std::string("name\0", 5);
     confine_net_key ka = net_key(1, a), kb = net_key(1, b);
-    EXPECT_EQ(ka.port, 4);
-    EXPECT_EQ(kb.port, 5);
+    EXPECT_EQ(ka.name_len, 4);
+    EXPECT_EQ(kb.name_len, 5);
     EXPECT_NE(memcmp(&ka, &kb, sizeof ka), 0);
 }
 
