@@ -8,51 +8,62 @@
 #include <linux/types.h>
 #endif
 
-/* Keep in sync with op_name() in loader/audit.cpp; the names are the
- * contract's `op` values. */
+/* Each op and reason once: its enum constant and its name, the contract's
+ * `op` and `reason` values, which loader/audit.cpp prints from these lists. */
+#define CONFINE_OPS(X)                                                                            \
+    X(OPEN_READ, "open_read")                                                                     \
+    X(OPEN_WRITE, "open_write")                                                                   \
+    X(EXEC, "exec")                                                                               \
+    X(CREATE, "create")                                                                           \
+    X(MKDIR, "mkdir")                                                                             \
+    X(UNLINK, "unlink")                                                                           \
+    X(RMDIR, "rmdir")                                                                             \
+    X(RENAME, "rename")                                                                           \
+    X(LINK, "link")                                                                               \
+    X(SYMLINK, "symlink")                                                                         \
+    X(SETATTR, "setattr")                                                                         \
+    X(SETXATTR, "setxattr")                                                                       \
+    X(CONNECT, "connect")                                                                         \
+    X(BIND, "bind")                                                                               \
+    X(SENDMSG, "sendmsg")                                                                         \
+    X(USERNS_CREATE, "userns_create")                                                             \
+    X(PTRACE, "ptrace")                                                                           \
+    X(SIGNAL, "signal")                                                                           \
+    X(BPF, "bpf")                                                                                 \
+    X(SOCKET, "socket")         /* socket(2) of a family or protocol the policy doesn't grant */ \
+    X(PRLIMIT, "prlimit")       /* prlimit(2) on another process */                               \
+    X(SETSCHED, "setsched")     /* nice, I/O priority, scheduling or affinity of another process */ \
+    X(KEY, "key")               /* a key or keyring the job didn't create */                      \
+    X(CGROUP, "cgroup")         /* a child placed in another cgroup (clone3 CLONE_INTO_CGROUP) */ \
+    X(SETSOCKOPT, "setsockopt") /* a socket option that would send traffic elsewhere */          \
+    X(MOUNT, "mount")           /* a mount that would give files a second path */                 \
+    X(TTY, "tty")               /* an ioctl typing into, or taking over, an outside terminal */
+
 enum confine_op {
-    CONFINE_OP_OPEN_READ = 1,
-    CONFINE_OP_OPEN_WRITE,
-    CONFINE_OP_EXEC,
-    CONFINE_OP_CREATE,
-    CONFINE_OP_MKDIR,
-    CONFINE_OP_UNLINK,
-    CONFINE_OP_RMDIR,
-    CONFINE_OP_RENAME,
-    CONFINE_OP_LINK,
-    CONFINE_OP_SYMLINK,
-    CONFINE_OP_SETATTR,
-    CONFINE_OP_SETXATTR,
-    CONFINE_OP_CONNECT,
-    CONFINE_OP_BIND,
-    CONFINE_OP_SENDMSG,
-    CONFINE_OP_USERNS_CREATE,
-    CONFINE_OP_PTRACE,
-    CONFINE_OP_SIGNAL,
-    CONFINE_OP_BPF,
-    CONFINE_OP_SOCKET, /* socket(2) of a family or protocol the policy doesn't grant */
-    CONFINE_OP_PRLIMIT,  /* prlimit(2) on another process */
-    CONFINE_OP_SETSCHED, /* nice, I/O priority, scheduling policy or affinity of another process */
-    CONFINE_OP_KEY,      /* a key or keyring the job didn't create */
-    CONFINE_OP_CGROUP,   /* a child placed in another cgroup (clone3 CLONE_INTO_CGROUP) */
-    CONFINE_OP_SETSOCKOPT, /* a socket option that would send traffic elsewhere (source routing) */
-    CONFINE_OP_MOUNT,    /* a mount that would give files a second path */
-    CONFINE_OP_TTY,      /* a terminal ioctl that would type into, or take over, a terminal outside the job */
+    CONFINE_OP_NONE = 0,
+#define CONFINE_OP_ENUM(name, text) CONFINE_OP_##name,
+    CONFINE_OPS(CONFINE_OP_ENUM)
+#undef CONFINE_OP_ENUM
 };
 
-/* Why a decision was made; anything but POLICY is a fail-closed denial. */
+/* Why a decision was made; anything but POLICY (which has no name in the
+ * log) is a fail-closed denial. */
+#define CONFINE_REASONS(X)                                                                        \
+    X(PATH_TOO_LONG, "path_too_long")     /* path longer than CONFINE_PATH_MAX */                 \
+    X(PATH_TOO_DEEP, "path_too_deep")     /* more than CONFINE_PATH_DEPTH components */           \
+    X(OUTSIDE_ROOT, "outside_root")       /* not reachable from the task's root */                \
+    X(TOO_MANY_MOUNTS, "too_many_mounts") /* the file's filesystem is mounted too often to check */ \
+    X(OWNER_IN_USER_MEMORY, "owner_in_user_memory") /* a file owner passed by pointer */          \
+    X(MAP_FULL, "map_full")               /* a map that must remember the object is full */       \
+    X(SOURCE_ROUTE, "source_route")       /* routing packets via another address first */         \
+    X(NOTHING_LISTENING, "nothing_listening") /* audit mode: enforce would answer ECONNREFUSED */
+
 enum confine_reason {
-    CONFINE_REASON_POLICY = 0,   /* the job's rules decided */
-    CONFINE_REASON_PATH_TOO_LONG, /* path longer than CONFINE_PATH_MAX */
-    CONFINE_REASON_PATH_TOO_DEEP, /* more than CONFINE_PATH_DEPTH components */
-    CONFINE_REASON_OUTSIDE_ROOT,  /* not reachable from the task's root */
-    CONFINE_REASON_TOO_MANY_MOUNTS, /* the file's filesystem is mounted too often to check */
-    CONFINE_REASON_OWNER_IN_USER_MEMORY, /* a file owner passed by pointer: can't be checked race-free */
-    CONFINE_REASON_MAP_FULL,      /* a map that must remember the object is full */
-    CONFINE_REASON_SOURCE_ROUTE,  /* an option routing packets via another address first */
-    CONFINE_REASON_NOTHING_LISTENING, /* audit mode: enforce would answer ECONNREFUSED */
+    CONFINE_REASON_POLICY = 0, /* the job's rules decided */
+#define CONFINE_REASON_ENUM(name, text) CONFINE_REASON_##name,
+    CONFINE_REASONS(CONFINE_REASON_ENUM)
+#undef CONFINE_REASON_ENUM
 };
-
 enum confine_target_kind {
     CONFINE_TARGET_NONE = 0,
     CONFINE_TARGET_PATH,          /* target.path, NUL-terminated */

@@ -16,47 +16,21 @@ namespace {
 
 const char* op_name(uint16_t op) {
     switch (op) {
-    case CONFINE_OP_OPEN_READ: return "open_read";
-    case CONFINE_OP_OPEN_WRITE: return "open_write";
-    case CONFINE_OP_EXEC: return "exec";
-    case CONFINE_OP_CREATE: return "create";
-    case CONFINE_OP_MKDIR: return "mkdir";
-    case CONFINE_OP_UNLINK: return "unlink";
-    case CONFINE_OP_RMDIR: return "rmdir";
-    case CONFINE_OP_RENAME: return "rename";
-    case CONFINE_OP_LINK: return "link";
-    case CONFINE_OP_SYMLINK: return "symlink";
-    case CONFINE_OP_SETATTR: return "setattr";
-    case CONFINE_OP_SETXATTR: return "setxattr";
-    case CONFINE_OP_CONNECT: return "connect";
-    case CONFINE_OP_BIND: return "bind";
-    case CONFINE_OP_SENDMSG: return "sendmsg";
-    case CONFINE_OP_USERNS_CREATE: return "userns_create";
-    case CONFINE_OP_PTRACE: return "ptrace";
-    case CONFINE_OP_SIGNAL: return "signal";
-    case CONFINE_OP_BPF: return "bpf";
-    case CONFINE_OP_SOCKET: return "socket";
-    case CONFINE_OP_PRLIMIT: return "prlimit";
-    case CONFINE_OP_SETSCHED: return "setsched";
-    case CONFINE_OP_KEY: return "key";
-    case CONFINE_OP_CGROUP: return "cgroup";
-    case CONFINE_OP_SETSOCKOPT: return "setsockopt";
-    case CONFINE_OP_MOUNT: return "mount";
-    case CONFINE_OP_TTY: return "tty";
+#define CONFINE_OP_CASE(name, text) \
+    case CONFINE_OP_##name: return text;
+        CONFINE_OPS(CONFINE_OP_CASE)
+#undef CONFINE_OP_CASE
     default: return "unknown";
     }
 }
 
+// Null for CONFINE_REASON_POLICY: the log names only fail-closed reasons.
 const char* reason_name(uint8_t reason) {
     switch (reason) {
-    case CONFINE_REASON_PATH_TOO_LONG: return "path_too_long";
-    case CONFINE_REASON_PATH_TOO_DEEP: return "path_too_deep";
-    case CONFINE_REASON_OUTSIDE_ROOT: return "outside_root";
-    case CONFINE_REASON_TOO_MANY_MOUNTS: return "too_many_mounts";
-    case CONFINE_REASON_OWNER_IN_USER_MEMORY: return "owner_in_user_memory";
-    case CONFINE_REASON_MAP_FULL: return "map_full";
-    case CONFINE_REASON_SOURCE_ROUTE: return "source_route";
-    case CONFINE_REASON_NOTHING_LISTENING: return "nothing_listening";
+#define CONFINE_REASON_CASE(name, text) \
+    case CONFINE_REASON_##name: return text;
+        CONFINE_REASONS(CONFINE_REASON_CASE)
+#undef CONFINE_REASON_CASE
     default: return nullptr;
     }
 }
