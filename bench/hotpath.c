@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void die(const char *what) {
+static void die(const char* what) {
     perror(what);
     exit(1);
 }
@@ -34,13 +34,13 @@ static long long now_ns(void) {
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static int cmp_ll(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
+static int cmp_ll(const void* a, const void* b) {
+    long long x = *(const long long*)a, y = *(const long long*)b;
     return (x > y) - (x < y);
 }
 
-static const char *g_arg;    // FILE or DIR
-static char **g_argv;        // spawn: the command
+static const char* g_arg;    // FILE or DIR
+static char** g_argv;        // spawn: the command
 static int g_listener = -1;  // connect: our own listener
 static struct sockaddr_in g_addr;
 
@@ -73,7 +73,7 @@ static void op_connect(void) {
     // run out of ephemeral ports.
     struct linger lg = {1, 0};
     setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    if (connect(c, (struct sockaddr *)&g_addr, sizeof g_addr) != 0) die("connect");
+    if (connect(c, (struct sockaddr*)&g_addr, sizeof g_addr) != 0) die("connect");
     int s = accept4(g_listener, NULL, NULL, SOCK_CLOEXEC);
     if (s < 0) die("accept");
     close(c);
@@ -101,27 +101,32 @@ static void start_listener(void) {
     g_addr.sin_family = AF_INET;
     g_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof g_addr;
-    if (bind(g_listener, (struct sockaddr *)&g_addr, len) != 0) die("bind");
+    if (bind(g_listener, (struct sockaddr*)&g_addr, len) != 0) die("bind");
     if (listen(g_listener, 64) != 0) die("listen");
-    if (getsockname(g_listener, (struct sockaddr *)&g_addr, &len) != 0) die("getsockname");
+    if (getsockname(g_listener, (struct sockaddr*)&g_addr, &len) != 0) die("getsockname");
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: hotpath open|stat|create|connect|spawn N [FILE|DIR|CMD...]\n");
         return 2;
     }
-    const char *op = argv[1];
+    const char* op = argv[1];
     int n = atoi(argv[2]);
     if (n < 1) n = 1;
     g_arg = argc > 3 ? argv[3] : NULL;
     void (*fn)(void);
     int batch = 16;
-    if (!strcmp(op, "open")) fn = op_open;
-    else if (!strcmp(op, "stat")) fn = op_stat;
-    else if (!strcmp(op, "create")) fn = op_create;
-    else if (!strcmp(op, "connect")) fn = op_connect, start_listener();
-    else if (!strcmp(op, "spawn")) fn = op_spawn, g_argv = argv + 3, batch = 1;  // ms each: no need to batch
+    if (!strcmp(op, "open"))
+        fn = op_open;
+    else if (!strcmp(op, "stat"))
+        fn = op_stat;
+    else if (!strcmp(op, "create"))
+        fn = op_create;
+    else if (!strcmp(op, "connect"))
+        fn = op_connect, start_listener();
+    else if (!strcmp(op, "spawn"))
+        fn = op_spawn, g_argv = argv + 3, batch = 1;  // ms each: no need to batch
     else {
         fprintf(stderr, "hotpath: unknown op %s\n", op);
         return 2;
@@ -135,7 +140,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < batch * 4 && i < n; i++) fn();
 
     int batches = (n + batch - 1) / batch;
-    long long *t = malloc(sizeof *t * batches);
+    long long* t = malloc(sizeof *t * batches);
     if (!t) die("malloc");
     for (int b = 0; b < batches; b++) {
         long long t0 = now_ns();

@@ -10,33 +10,33 @@
 
 /* Each op and reason once: its enum constant and its name, the contract's
  * `op` and `reason` values, which loader/audit.cpp prints from these lists. */
-#define CONFINE_OPS(X)                                                                            \
-    X(OPEN_READ, "open_read")                                                                     \
-    X(OPEN_WRITE, "open_write")                                                                   \
-    X(EXEC, "exec")                                                                               \
-    X(CREATE, "create")                                                                           \
-    X(MKDIR, "mkdir")                                                                             \
-    X(UNLINK, "unlink")                                                                           \
-    X(RMDIR, "rmdir")                                                                             \
-    X(RENAME, "rename")                                                                           \
-    X(LINK, "link")                                                                               \
-    X(SYMLINK, "symlink")                                                                         \
-    X(SETATTR, "setattr")                                                                         \
-    X(SETXATTR, "setxattr")                                                                       \
-    X(CONNECT, "connect")                                                                         \
-    X(BIND, "bind")                                                                               \
-    X(SENDMSG, "sendmsg")                                                                         \
-    X(USERNS_CREATE, "userns_create")                                                             \
-    X(PTRACE, "ptrace")                                                                           \
-    X(SIGNAL, "signal")                                                                           \
-    X(BPF, "bpf")                                                                                 \
-    X(SOCKET, "socket")         /* socket(2) of a family or protocol the policy doesn't grant */ \
-    X(PRLIMIT, "prlimit")       /* prlimit(2) on another process */                               \
-    X(SETSCHED, "setsched")     /* nice, I/O priority, scheduling or affinity of another process */ \
-    X(KEY, "key")               /* a key or keyring the job didn't create */                      \
-    X(CGROUP, "cgroup")         /* a child placed in another cgroup (clone3 CLONE_INTO_CGROUP) */ \
-    X(SETSOCKOPT, "setsockopt") /* a socket option that would send traffic elsewhere */          \
-    X(MOUNT, "mount")           /* a mount that would give files a second path */                 \
+#define CONFINE_OPS(X)                                                                                       \
+    X(OPEN_READ, "open_read")                                                                                \
+    X(OPEN_WRITE, "open_write")                                                                              \
+    X(EXEC, "exec")                                                                                          \
+    X(CREATE, "create")                                                                                      \
+    X(MKDIR, "mkdir")                                                                                        \
+    X(UNLINK, "unlink")                                                                                      \
+    X(RMDIR, "rmdir")                                                                                        \
+    X(RENAME, "rename")                                                                                      \
+    X(LINK, "link")                                                                                          \
+    X(SYMLINK, "symlink")                                                                                    \
+    X(SETATTR, "setattr")                                                                                    \
+    X(SETXATTR, "setxattr")                                                                                  \
+    X(CONNECT, "connect")                                                                                    \
+    X(BIND, "bind")                                                                                          \
+    X(SENDMSG, "sendmsg")                                                                                    \
+    X(USERNS_CREATE, "userns_create")                                                                        \
+    X(PTRACE, "ptrace")                                                                                      \
+    X(SIGNAL, "signal")                                                                                      \
+    X(BPF, "bpf")                                                                                            \
+    X(SOCKET, "socket")         /* socket(2) of a family or protocol the policy doesn't grant */             \
+    X(PRLIMIT, "prlimit")       /* prlimit(2) on another process */                                          \
+    X(SETSCHED, "setsched")     /* nice, I/O priority, scheduling or affinity of another process */          \
+    X(KEY, "key")               /* a key or keyring the job didn't create */                                 \
+    X(CGROUP, "cgroup")         /* a child placed in another cgroup (clone3 CLONE_INTO_CGROUP) */            \
+    X(SETSOCKOPT, "setsockopt") /* a socket option that would send traffic elsewhere */                      \
+    X(MOUNT, "mount")           /* a mount that would give files a second path */                            \
     X(TTY, "tty")               /* an ioctl typing into, or taking over, an outside terminal */
 
 enum confine_op {
@@ -48,15 +48,15 @@ enum confine_op {
 
 /* Why a decision was made; anything but POLICY (which has no name in the
  * log) is a fail-closed denial. */
-#define CONFINE_REASONS(X)                                                                        \
-    X(PATH_TOO_LONG, "path_too_long")     /* path longer than CONFINE_PATH_MAX */                 \
-    X(PATH_TOO_DEEP, "path_too_deep")     /* more than CONFINE_PATH_DEPTH components */           \
-    X(OUTSIDE_ROOT, "outside_root")       /* not reachable from the task's root */                \
-    X(TOO_MANY_MOUNTS, "too_many_mounts") /* the file's filesystem is mounted too often to check */ \
-    X(OWNER_IN_USER_MEMORY, "owner_in_user_memory") /* a file owner passed by pointer */          \
-    X(MAP_FULL, "map_full")               /* a map that must remember the object is full */       \
-    X(SOURCE_ROUTE, "source_route")       /* routing packets via another address first */         \
-    X(NOTHING_LISTENING, "nothing_listening") /* audit mode: enforce would answer ECONNREFUSED */
+#define CONFINE_REASONS(X)                                                                                   \
+    X(PATH_TOO_LONG, "path_too_long")     /* path longer than CONFINE_PATH_MAX */                            \
+    X(PATH_TOO_DEEP, "path_too_deep")     /* more than CONFINE_PATH_DEPTH components */                      \
+    X(OUTSIDE_ROOT, "outside_root")       /* not reachable from the task's root */                           \
+    X(TOO_MANY_MOUNTS, "too_many_mounts") /* the file's filesystem is mounted too often to check */          \
+    X(OWNER_IN_USER_MEMORY, "owner_in_user_memory") /* a file owner passed by pointer */                     \
+    X(MAP_FULL, "map_full")                         /* a map that must remember the object is full */        \
+    X(SOURCE_ROUTE, "source_route")                 /* routing packets via another address first */          \
+    X(NOTHING_LISTENING, "nothing_listening")       /* audit mode: enforce would answer ECONNREFUSED */
 
 enum confine_reason {
     CONFINE_REASON_POLICY = 0, /* the job's rules decided */
@@ -110,12 +110,12 @@ struct confine_event {
     __u32 pid; /* thread id */
     __u32 tgid;
     __u32 uid;
-    __u16 op;          /* enum confine_op */
-    __u8 denied;       /* 1: the access was refused; 0: audit mode let it pass */
-    __u8 reason;       /* enum confine_reason */
-    __u8 target_kind;  /* enum confine_target_kind */
+    __u16 op;         /* enum confine_op */
+    __u8 denied;      /* 1: the access was refused; 0: audit mode let it pass */
+    __u8 reason;      /* enum confine_reason */
+    __u8 target_kind; /* enum confine_target_kind */
     __u8 pad;
-    __u16 target_len;  /* bytes used in target.path (abstract names) */
+    __u16 target_len; /* bytes used in target.path (abstract names) */
     char comm[16];
     union {
         char path[CONFINE_PATH_MAX];

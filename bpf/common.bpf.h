@@ -49,7 +49,7 @@ struct {
 
 /* lsm_cgroup programs return 1 to allow and 0 to deny (-EPERM). */
 #define ALLOW 1
-#define DENY 0
+#define DENY  0
 
 /* The job of the current task. Programs are attached only to job cgroups,
  * and a job never gets to create child cgroups, so the task's own cgroup id
@@ -62,8 +62,8 @@ static __always_inline struct confine_job *current_job(__u64 *cgid)
 
 /* Reserves an audit record for a denial in job `cgid` and fills in who did
  * it. Returns NULL when the ring is full (counted as lost) or missing. */
-static __always_inline struct confine_event *
-event_reserve(struct confine_job *job, __u64 cgid, __u16 op, __u8 reason)
+static __always_inline struct confine_event *event_reserve(struct confine_job *job, __u64 cgid, __u16 op,
+                                                           __u8 reason)
 {
     void *ring = bpf_map_lookup_elem(&rings, &cgid);
     struct confine_event *e;

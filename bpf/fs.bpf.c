@@ -46,14 +46,14 @@
 /* From include/linux/fs.h, unchanged from 6.1 to 7.1 (#defines are not in
  * BTF). do_open_execat() marks an exec open with __FMODE_EXEC in f_flags,
  * not in f_mode. */
-#define FMODE_WRITE 0x2
-#define __FMODE_EXEC 0x20
-#define O_TRUNC 01000
-#define __O_TMPFILE 020000000
+#define FMODE_WRITE   0x2
+#define __FMODE_EXEC  0x20
+#define O_TRUNC       01000
+#define __O_TMPFILE   020000000
 #define FMODE_CREATED 0x100000 /* 1 << 20, the same from 6.1 to 7.1 */
-#define S_IFMT 00170000
-#define S_IFCHR 0020000
-#define S_IFDIR 0040000
+#define S_IFMT        00170000
+#define S_IFCHR       0020000
+#define S_IFDIR       0040000
 
 /* key: the job's cgroup id then the path with a trailing '/';
  * value: CONFINE_FS_* access bits granted at and below that path. */
@@ -158,8 +158,8 @@ static __always_inline int check_path(struct confine_job *job, __u64 cgid, struc
 extern const void rename_lock __ksym __weak;
 extern const void mount_lock __ksym __weak;
 
-#define CACHE_SLOTS 4 /* decisions per inode, one per job (cgroup id % 4) */
-#define CACHE_BITS 0x3full /* CONFINE_FS_READ | WRITE | EXEC | NOT_GUARD | LIST */
+#define CACHE_SLOTS 4       /* decisions per inode, one per job (cgroup id % 4) */
+#define CACHE_BITS  0x3full /* CONFINE_FS_READ | WRITE | EXEC | NOT_GUARD | LIST */
 
 struct fs_cache {
     __u64 slot[CACHE_SLOTS]; /* tag | granted bits; 0: empty */
@@ -358,15 +358,14 @@ int BPF_PROG(confine_path_mknod, const struct path *dir, struct dentry *dentry, 
     job = current_job(&cgid);
     if (!job)
         return DENY;
-    return check_path(job, cgid, dentry, BPF_CORE_READ(dir, mnt), CONFINE_OP_CREATE,
-                      CONFINE_FS_WRITE);
+    return check_path(job, cgid, dentry, BPF_CORE_READ(dir, mnt), CONFINE_OP_CREATE, CONFINE_FS_WRITE);
 }
 
 /* ---- global lsm hooks ---------------------------------------------------- */
 
 /* Global lsm programs return an errno (0: allow) and run for every task:
  * those outside a job (no `jobs` entry for their cgroup) pass at once. */
-#define EPERM 1
+#define EPERM           1
 #define GLOBAL(verdict) ((verdict) == ALLOW ? 0 : -EPERM)
 
 /* The entry `dentry` in directory `dir` must be writable. */
@@ -390,8 +389,8 @@ static __always_inline int global_file(const struct path *path, __u16 op)
     job = current_job(&cgid);
     if (!job)
         return 0;
-    return GLOBAL(check_path(job, cgid, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), op,
-                             CONFINE_FS_WRITE));
+    return GLOBAL(
+        check_path(job, cgid, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), op, CONFINE_FS_WRITE));
 }
 
 SEC("lsm/path_mkdir")
@@ -413,8 +412,7 @@ int BPF_PROG(confine_path_unlink, const struct path *dir, struct dentry *dentry)
 }
 
 SEC("lsm/path_symlink")
-int BPF_PROG(confine_path_symlink, const struct path *dir, struct dentry *dentry,
-             const char *old_name)
+int BPF_PROG(confine_path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name)
 {
     return global_entry(dir, dentry, CONFINE_OP_SYMLINK);
 }
@@ -457,7 +455,7 @@ int BPF_PROG(confine_path_link, struct dentry *old_dentry, const struct path *ne
 
 /* From include/uapi/asm-generic/mman-common.h and include/linux/mm.h. */
 #define PROT_EXEC 0x4
-#define VM_EXEC 0x4
+#define VM_EXEC   0x4
 
 /* Under an exec list, mapping a file executable runs its code as surely as
  * execve does: without this, `ld.so ./prog` (the loader reads and maps
@@ -479,7 +477,8 @@ int BPF_PROG(confine_mmap_file, struct file *file, unsigned long reqprot, unsign
 
     if (!file || !(prot & PROT_EXEC) || !(job = exec_list_job(&cgid)))
         return 0;
-    return GLOBAL(check_exec(job, cgid, file, BPF_CORE_READ(file, f_path.mnt), BPF_CORE_READ(file, f_path.dentry)));
+    return GLOBAL(
+        check_exec(job, cgid, file, BPF_CORE_READ(file, f_path.mnt), BPF_CORE_READ(file, f_path.dentry)));
 }
 
 /* Since 6.8 ("fs: store real path instead of fake path in backing file
@@ -492,8 +491,7 @@ struct backing_file___confine {
 
 /* A mapping made without PROT_EXEC and made executable later. */
 SEC("lsm/file_mprotect")
-int BPF_PROG(confine_file_mprotect, struct vm_area_struct *vma, unsigned long reqprot,
-             unsigned long prot)
+int BPF_PROG(confine_file_mprotect, struct vm_area_struct *vma, unsigned long reqprot, unsigned long prot)
 {
     struct file *file = BPF_CORE_READ(vma, vm_file);
     struct confine_job *job;
@@ -522,10 +520,10 @@ int BPF_PROG(confine_file_mprotect, struct vm_area_struct *vma, unsigned long re
  * set through an ioctl on any fd the owner holds, a read-only one
  * included: the file must be writable as for chmod. From
  * include/uapi/linux/fs.h, fsverity.h, fscrypt.h (x86-64 encodings). */
-#define FS_IOC_SETFLAGS 0x40086602
-#define FS_IOC32_SETFLAGS 0x40046602
-#define FS_IOC_FSSETXATTR 0x401c5820
-#define FS_IOC_ENABLE_VERITY 0x40806685
+#define FS_IOC_SETFLAGS              0x40086602
+#define FS_IOC32_SETFLAGS            0x40046602
+#define FS_IOC_FSSETXATTR            0x401c5820
+#define FS_IOC_ENABLE_VERITY         0x40806685
 #define FS_IOC_SET_ENCRYPTION_POLICY 0x800c6613
 
 static __always_inline int check_inode_ioctl(struct file *file, unsigned int cmd)
@@ -574,12 +572,12 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 /* ---- dentry-only hooks --------------------------------------------------- */
 
 /* From include/linux/fs.h (unchanged 6.1 to 7.1). */
-#define ATTR_MODE 0x1
-#define ATTR_UID 0x2
-#define ATTR_GID 0x4
-#define ATTR_SIZE 0x8
-#define MAX_SB_MOUNTS 4   /* mounts of one filesystem we decide through */
-#define MAX_SB_LIST 4096 /* mounts of one filesystem, all namespaces, we look at */
+#define ATTR_MODE     0x1
+#define ATTR_UID      0x2
+#define ATTR_GID      0x4
+#define ATTR_SIZE     0x8
+#define MAX_SB_MOUNTS 4    /* mounts of one filesystem we decide through */
+#define MAX_SB_LIST   4096 /* mounts of one filesystem, all namespaces, we look at */
 
 /* The mounts of a superblock: a list_head through mount.mnt_instance up to
  * 6.12; later kernels (seen in 7.2) chain them from a struct mount *
@@ -705,8 +703,7 @@ struct mnt_idmap; /* not in 6.1's BTF */
  * variant that matches the running kernel: a program whose name ends in
  * _pre_6_3 replaces its namesake on kernels without struct mnt_idmap. */
 SEC("lsm/inode_setattr")
-int BPF_PROG(confine_inode_setattr, struct mnt_idmap *idmap, struct dentry *dentry,
-             struct iattr *attr)
+int BPF_PROG(confine_inode_setattr, struct mnt_idmap *idmap, struct dentry *dentry, struct iattr *attr)
 {
     return setattr_times(dentry, attr);
 }

@@ -18,34 +18,43 @@
 
 /* Value of the `fs_rules` map: access bits (no bit: deny), the guard flag,
  * and the entry's key length in bytes, which tells an exact match. */
-#define CONFINE_FS_READ 0x1u  /* open for read, list */
+#define CONFINE_FS_READ  0x1u /* open for read, list */
 #define CONFINE_FS_WRITE 0x2u /* open for write, create, delete, rename, ... */
-#define CONFINE_FS_EXEC 0x4u  /* execve */
+#define CONFINE_FS_EXEC  0x4u /* execve */
 #define CONFINE_FS_GUARD 0x8u /* a less-than-writable rule lies below: no rename */
 /* The directory itself may be listed (opened for read), nothing below it.
  * Stored on exact entries; the lookup also grants it wherever READ is. */
-#define CONFINE_FS_LIST 0x20u
+#define CONFINE_FS_LIST         0x20u
 #define CONFINE_FS_KEYLEN_SHIFT 16
 /* Synthesized by the lookup, never stored: the path is not a guard entry
  * itself. A rename needs WRITE | CONFINE_FS_NOT_GUARD at both ends. */
 #define CONFINE_FS_NOT_GUARD 0x10u
 
 struct confine_fs_key {
-    __u32 prefixlen; /* bits: 64 for the cgroup id + 8 per path byte */
+    __u32 prefixlen;    /* bits: 64 for the cgroup id + 8 per path byte */
     __u32 cgroup_id_lo; /* the cgroup id, split so the key has no padding */
     __u32 cgroup_id_hi;
     char path[CONFINE_RULE_PATH_MAX];
 };
 
 /* The key and value encodings, for fs.bpf.c and the loader alike. */
-static inline __u32 confine_fs_prefixlen(__u32 path_bytes) { return 64 + 8 * path_bytes; }
-static inline __u32 confine_fs_path_bytes(__u32 prefixlen) { return (prefixlen - 64) / 8; }
+static inline __u32 confine_fs_prefixlen(__u32 path_bytes)
+{
+    return 64 + 8 * path_bytes;
+}
+static inline __u32 confine_fs_path_bytes(__u32 prefixlen)
+{
+    return (prefixlen - 64) / 8;
+}
 static inline __u32 confine_fs_value(__u32 access, __u32 path_bytes)
 {
     return access | path_bytes << CONFINE_FS_KEYLEN_SHIFT;
 }
 /* The path bytes of the entry a value was stored with. */
-static inline __u32 confine_fs_value_path_bytes(__u32 value) { return value >> CONFINE_FS_KEYLEN_SHIFT; }
+static inline __u32 confine_fs_value_path_bytes(__u32 value)
+{
+    return value >> CONFINE_FS_KEYLEN_SHIFT;
+}
 
 /* Walk limits (fail closed: deeper or longer paths are denied and audited). */
 #define CONFINE_PATH_DEPTH 256

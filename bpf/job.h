@@ -14,8 +14,8 @@
 #endif
 
 /* confine_job.flags */
-#define CONFINE_JOB_AUDIT 0x1u /* log would-be denials, allow them */
-#define CONFINE_JOB_USERNS 0x2u /* [process] user_namespaces = true */
+#define CONFINE_JOB_AUDIT     0x1u /* log would-be denials, allow them */
+#define CONFINE_JOB_USERNS    0x2u /* [process] user_namespaces = true */
 #define CONFINE_JOB_EXEC_LIST 0x4u /* [filesystem] exec is an allowlist */
 
 /* Value of the `jobs` map (key: __u64 cgroup id). */
@@ -29,10 +29,10 @@ struct confine_job {
 
 /* Sizes of the shared maps. A full map makes `confine run` refuse to start
  * the job, never run it half-confined. */
-#define CONFINE_MAX_JOBS 16384
-#define CONFINE_MAX_FS_RULES 262144
+#define CONFINE_MAX_JOBS      16384
+#define CONFINE_MAX_FS_RULES  262144
 #define CONFINE_MAX_NET_RULES 65536
-#define CONFINE_MAX_KEYS 65536
-#define CONFINE_RING_BYTES (256 * 1024)
+#define CONFINE_MAX_KEYS      65536
+#define CONFINE_RING_BYTES    (256 * 1024)
 
 #endif

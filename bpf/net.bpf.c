@@ -65,12 +65,12 @@
 #include "bpf/path.bpf.h"
 #include "bpf/net.h"
 
-#define AF_UNSPEC 0
-#define AF_UNIX 1
-#define AF_INET 2
-#define AF_INET6 10
+#define AF_UNSPEC   0
+#define AF_UNIX     1
+#define AF_INET     2
+#define AF_INET6    10
 #define SOCK_STREAM 1
-#define SOCK_DGRAM 2
+#define SOCK_DGRAM  2
 
 #define BPF_F_CURRENT_NETNS (-1) /* uapi bpf.h; the pinned vmlinux.h lacks it */
 
@@ -205,9 +205,8 @@ static __always_inline int refuse_source_route(struct confine_job *job, __u64 cg
  * socket it would reach. `op` names a refusal. Sockets of other inet
  * protocols can't be made by a job (socket_create); one that got here
  * anyway is refused as what it is. */
-static __always_inline int check_inet(struct confine_job *job, struct socket *sock,
-                                      struct sockaddr *address, __u16 family,
-                                      struct confine_net_key *key, __u16 op)
+static __always_inline int check_inet(struct confine_job *job, struct socket *sock, struct sockaddr *address,
+                                      __u16 family, struct confine_net_key *key, __u16 op)
 {
     if (inet_key(key, sock, address, family) != 0)
         return refuse_socket(job, key->cgroup_id, op, family, BPF_CORE_READ(sock, type),
@@ -273,15 +272,15 @@ int BPF_PROG(confine_socket_connect, struct socket *sock, struct sockaddr *addre
  * the packet is routed to the first hop they name, not to the destination
  * connect/sendmsg checked (fl6_update_dst, ip_route_connect's faddr). From
  * include/uapi/linux/in.h and in6.h. */
-#define SOL_IP 0
-#define SOL_IPV6 41
-#define IP_OPTIONS 4
-#define IP_RETOPTS 7
+#define SOL_IP              0
+#define SOL_IPV6            41
+#define IP_OPTIONS          4
+#define IP_RETOPTS          7
 #define IPV6_2292PKTOPTIONS 6
-#define IPV6_2292RTHDR 5
-#define IPV6_FLOWLABEL_MGR 32 /* a flow label can carry options, a routing header among them */
-#define IPV6_RTHDR 57
-#define CMSG_MAX 8 /* control messages checked per send; more: refused */
+#define IPV6_2292RTHDR      5
+#define IPV6_FLOWLABEL_MGR  32 /* a flow label can carry options, a routing header among them */
+#define IPV6_RTHDR          57
+#define CMSG_MAX            8 /* control messages checked per send; more: refused */
 
 static __always_inline bool source_route_cmsg(int level, int type)
 {
@@ -400,9 +399,9 @@ static __always_inline struct confine_job *sock_job(struct sock *sk, __u64 *cgid
 /* SCTP_SOCKOPT_CONNECTX* and SCTP_SENDMSG_CONNECT connect; the rest bind
  * or set addresses (include/uapi/linux/sctp.h). */
 #define SCTP_SOCKOPT_CONNECTX_OLD 107
-#define SCTP_SOCKOPT_CONNECTX 110
-#define SCTP_SOCKOPT_CONNECTX3 111
-#define SCTP_SENDMSG_CONNECT 120
+#define SCTP_SOCKOPT_CONNECTX     110
+#define SCTP_SOCKOPT_CONNECTX3    111
+#define SCTP_SENDMSG_CONNECT      120
 
 SEC("lsm/sctp_bind_connect")
 int BPF_PROG(confine_sctp_bind_connect, struct sock *sk, int optname, struct sockaddr *address, int addrlen)
@@ -418,7 +417,9 @@ int BPF_PROG(confine_sctp_bind_connect, struct sock *sk, int optname, struct soc
         optname == SCTP_SOCKOPT_CONNECTX3 || optname == SCTP_SENDMSG_CONNECT)
         op = CONFINE_OP_CONNECT;
     return refuse_socket(job, cgid, op, BPF_CORE_READ(address, sa_family), BPF_CORE_READ(sk, sk_type),
-                         IPPROTO_SCTP) == ALLOW ? 0 : -EPERM;
+                         IPPROTO_SCTP) == ALLOW
+               ? 0
+               : -EPERM;
 }
 
 SEC("lsm/socket_listen")
@@ -493,7 +494,8 @@ static __always_inline struct confine_job *sock_addr_job(struct bpf_sock_addr *c
 /* Fills key->kind/addr/port from a sock_addr context. Returns false for a
  * protocol other than TCP and UDP. `family` is a constant per program: the
  * v4 programs may not read user_ip6. */
-static __always_inline bool sock_addr_key(struct bpf_sock_addr *ctx, __u16 family, struct confine_net_key *key)
+static __always_inline bool sock_addr_key(struct bpf_sock_addr *ctx, __u16 family,
+                                          struct confine_net_key *key)
 {
     if (ctx->protocol == IPPROTO_TCP)
         key->kind = CONFINE_NET_TCP;
@@ -509,8 +511,7 @@ static __always_inline bool sock_addr_key(struct bpf_sock_addr *ctx, __u16 famil
     } else {
         /* One constant-offset load per word: the verifier refuses
          * computed context offsets. */
-        __u32 w0 = ctx->user_ip6[0], w1 = ctx->user_ip6[1], w2 = ctx->user_ip6[2],
-              w3 = ctx->user_ip6[3];
+        __u32 w0 = ctx->user_ip6[0], w1 = ctx->user_ip6[1], w2 = ctx->user_ip6[2], w3 = ctx->user_ip6[3];
 
         __builtin_memcpy(&key->addr[0], &w0, 4);
         __builtin_memcpy(&key->addr[4], &w1, 4);
@@ -520,7 +521,6 @@ static __always_inline bool sock_addr_key(struct bpf_sock_addr *ctx, __u16 famil
     key->port = bpf_ntohs(ctx->user_port);
     return true;
 }
-
 
 enum reach { REACH_NOBODY, REACH_OWN, REACH_OTHER };
 
@@ -682,8 +682,8 @@ int confine_sendmsg6(struct bpf_sock_addr *ctx)
 /* ---- inbound -------------------------------------------------------------- */
 
 #define LOOPBACK_IFINDEX 1 /* every network namespace's lo */
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
+#define ETH_P_IP         0x0800
+#define ETH_P_IPV6       0x86DD
 
 /* Packets delivered to a job's sockets. What never left the machine (it
  * came in on lo) passes; from off the machine, only replies from a

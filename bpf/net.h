@@ -21,7 +21,7 @@ enum confine_net_kind {
 
 struct confine_net_key {
     __u64 cgroup_id;
-    __u16 kind; /* enum confine_net_kind */
+    __u16 kind;     /* enum confine_net_kind */
     __u16 port;     /* TCP/UDP: host byte order */
     __u16 name_len; /* abstract: the name's bytes in addr */
     __u16 pad;
@@ -30,6 +30,6 @@ struct confine_net_key {
 
 /* Value bits: which operations the destination is allowed for. */
 #define CONFINE_NET_CONNECT 0x1u
-#define CONFINE_NET_BIND 0x2u
+#define CONFINE_NET_BIND    0x2u
 
 #endif

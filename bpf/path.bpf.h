@@ -14,9 +14,9 @@
 #include "bpf/fs.h"
 
 /* From include/linux/mount.h and fs/mount.h, unchanged from 6.1 to 7.1. */
-#define MNT_INTERNAL 0x4000
+#define MNT_INTERNAL    0x4000
 #define MNT_NS_INTERNAL ((void *)-22L) /* ERR_PTR(-EINVAL) */
-#define NAME_MAX 255
+#define NAME_MAX        255
 
 /* Bounds a variable for the verifier where clang would otherwise fold the
  * check away. */
@@ -207,8 +207,7 @@ static __always_inline __u32 resolved_len(const struct resolved *r)
 }
 
 /* Copies the resolved path, NUL included, into an event's target. */
-static __always_inline void resolved_to_event(const struct resolved *r, struct confine_event *e,
-                                              __u8 kind)
+static __always_inline void resolved_to_event(const struct resolved *r, struct confine_event *e, __u8 kind)
 {
     __u32 n = resolved_len(r) + 1;
 

@@ -51,7 +51,7 @@
  */
 #include "bpf/common.bpf.h"
 
-#define EPERM 1
+#define EPERM  1
 #define ENOMEM 12
 #define EACCES 13
 
@@ -168,9 +168,10 @@ int BPF_PROG(confine_task_alloc, struct task_struct *task, unsigned long clone_f
  * too, as root of the initial user namespace, before it drops every
  * capability: that passes (confine_setup). From include/uapi/linux/mount.h. */
 #define MS_REMOUNT 32
-#define MS_BIND 4096
-#define MS_MOVE 8192
-#define MS_PROPAGATION ((1 << 17) | (1 << 18) | (1 << 19) | (1 << 20)) /* UNBINDABLE, PRIVATE, SLAVE, SHARED */
+#define MS_BIND    4096
+#define MS_MOVE    8192
+#define MS_PROPAGATION                                                                                       \
+    ((1 << 17) | (1 << 18) | (1 << 19) | (1 << 20)) /* UNBINDABLE, PRIVATE, SLAVE, SHARED */
 
 /* Typeless: kernel BTF describes per-CPU variables only. */
 extern const void init_user_ns __ksym;
@@ -350,11 +351,11 @@ int BPF_PROG(confine_bpf, int cmd)
 
 /* ---- file owners (SIGIO, SIGURG) ----------------------------------------- */
 
-#define F_SETOWN 8
+#define F_SETOWN    8
 #define F_SETOWN_EX 15
-#define FIOSETOWN 0x8901
-#define SIOCSPGRP 0x8902
-#define SIGIO 29
+#define FIOSETOWN   0x8901
+#define SIOCSPGRP   0x8902
+#define SIGIO       29
 
 /* The number of pid `p` in the pid namespace at `level`, or 0 if it has none
  * there. */
@@ -418,7 +419,7 @@ static __always_inline int check_owner(unsigned int cmd, unsigned long arg)
  * whose devpts is private), and never types into one, nor uses TIOCLINUX
  * (selection paste on a console). From include/uapi/asm-generic/ioctls.h. */
 #define TIOCSCTTY 0x540E
-#define TIOCSTI 0x5412
+#define TIOCSTI   0x5412
 #define TIOCLINUX 0x541C
 
 static __always_inline bool own_terminal(struct file *file)

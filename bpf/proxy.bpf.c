@@ -25,8 +25,8 @@
 #include "bpf/common.bpf.h"
 #include "bpf/proxy.h"
 
-#define ETH_P_IP 0x0800
-#define TCP_FLAG_SYN 0x02 /* in the TCP header's 14th byte */
+#define ETH_P_IP            0x0800
+#define TCP_FLAG_SYN        0x02 /* in the TCP header's 14th byte */
 #define BPF_F_CURRENT_NETNS (-1) /* uapi bpf.h; the pinned vmlinux.h lacks it */
 
 /* key: the proxy's cgroup id. */

@@ -12,9 +12,9 @@
 
 /* Value of the `proxies` map (key: __u64 id of the proxy's cgroup). */
 struct confine_proxy {
-    __u64 job;   /* cgroup id of the job it serves */
-    __u32 addr;  /* listening IPv4 address, network byte order */
-    __u16 port;  /* listening port, host byte order */
+    __u64 job;  /* cgroup id of the job it serves */
+    __u32 addr; /* listening IPv4 address, network byte order */
+    __u16 port; /* listening port, host byte order */
     __u16 pad;
 };
 

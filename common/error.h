@@ -14,9 +14,7 @@ struct Error {
     int err = 0;          // errno when a system call failed, else 0
 
     // "cgroup: mkdir /sys/fs/cgroup/confine/job: Permission denied"
-    static Error sys(std::string what, int e = errno) {
-        return Error{std::move(what) + ": " + std::strerror(e), e};
-    }
+    static Error sys(std::string what, int e = errno) { return Error{std::move(what) + ": " + std::strerror(e), e}; }
     static Error msg(std::string what) { return Error{std::move(what), 0}; }
 
     // Appends a remedy sentence: Error::sys(...).hint("Run as root.")
@@ -29,6 +27,8 @@ struct Error {
 template <class T = void>
 using Result = std::expected<T, Error>;
 
-inline std::unexpected<Error> fail(Error e) { return std::unexpected(std::move(e)); }
+inline std::unexpected<Error> fail(Error e) {
+    return std::unexpected(std::move(e));
+}
 
 }  // namespace confine

@@ -20,7 +20,7 @@ const char* op_name(uint16_t op) {
     case CONFINE_OP_##name: return text;
         CONFINE_OPS(CONFINE_OP_CASE)
 #undef CONFINE_OP_CASE
-    default: return "unknown";
+        default: return "unknown";
     }
 }
 
@@ -31,7 +31,7 @@ const char* reason_name(uint8_t reason) {
     case CONFINE_REASON_##name: return text;
         CONFINE_REASONS(CONFINE_REASON_CASE)
 #undef CONFINE_REASON_CASE
-    default: return nullptr;
+        default: return nullptr;
     }
 }
 
@@ -64,22 +64,16 @@ std::string inet_target(const confine_inet& in) {
 
 std::string target(const confine_event& e) {
     switch (e.target_kind) {
-    case CONFINE_TARGET_PATH:
-        return std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
-    case CONFINE_TARGET_INET:
-        return inet_target(e.target.inet);
-    case CONFINE_TARGET_UNIX:
-        return "unix:" + std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
-    case CONFINE_TARGET_UNIX_ABSTRACT:
-        return "unix-abstract:" + std::string(e.target.path, std::min<size_t>(e.target_len, sizeof e.target.path));
-    case CONFINE_TARGET_TASK:
-        return fmt::format("pid:{}", e.target.task.tgid);
-    case CONFINE_TARGET_PGRP:
-        return fmt::format("pgrp:{}", e.target.task.tgid);
-    case CONFINE_TARGET_KEY:
-        return fmt::format("key:{}", e.target.key.serial);
-    default:
-        return "";
+        case CONFINE_TARGET_PATH: return std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
+        case CONFINE_TARGET_INET: return inet_target(e.target.inet);
+        case CONFINE_TARGET_UNIX:
+            return "unix:" + std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
+        case CONFINE_TARGET_UNIX_ABSTRACT:
+            return "unix-abstract:" + std::string(e.target.path, std::min<size_t>(e.target_len, sizeof e.target.path));
+        case CONFINE_TARGET_TASK: return fmt::format("pid:{}", e.target.task.tgid);
+        case CONFINE_TARGET_PGRP: return fmt::format("pgrp:{}", e.target.task.tgid);
+        case CONFINE_TARGET_KEY: return fmt::format("key:{}", e.target.key.serial);
+        default: return "";
     }
 }
 
@@ -130,8 +124,8 @@ std::string AuditLog::format(const confine_event& e) const {
     std::string comm(e.comm, strnlen(e.comm, sizeof e.comm));
     std::string line = fmt::format(
         R"({{"time":"{}","job":{},"cgroup_id":{},"pid":{},"tgid":{},"uid":{},"comm":{},"op":"{}","target":{},"verdict":"{}","mode":"{}")",
-        iso_time(static_cast<int64_t>(e.ktime_ns) + realtime_offset_ns_), json_quote(job_), e.cgroup_id, e.pid,
-        e.tgid, e.uid, json_quote(comm), op_name(e.op), json_quote(target(e)), e.denied ? "deny" : "allow",
+        iso_time(static_cast<int64_t>(e.ktime_ns) + realtime_offset_ns_), json_quote(job_), e.cgroup_id, e.pid, e.tgid,
+        e.uid, json_quote(comm), op_name(e.op), json_quote(target(e)), e.denied ? "deny" : "allow",
         audit_mode_ ? "audit" : "enforce");
     if (const char* r = reason_name(e.reason)) line += fmt::format(R"(,"reason":"{}")", r);
     if (e.target_kind == CONFINE_TARGET_TASK || e.target_kind == CONFINE_TARGET_PGRP) {
@@ -154,7 +148,9 @@ std::string AuditLog::format(const confine_event& e) const {
     return line + "}";
 }
 
-void AuditLog::event(const confine_event& e) { write_line(format(e)); }
+void AuditLog::event(const confine_event& e) {
+    write_line(format(e));
+}
 
 void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
     write_line(fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"lost","count":{}}})",
@@ -162,17 +158,18 @@ void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
 }
 
 void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
-    write_line(fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"inbound","target":"","count":{},"verdict":"{}","mode":"{}"}})",
-                           iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count,
-                           audit_mode_ ? "allow" : "deny", audit_mode_ ? "audit" : "enforce"));
+    write_line(fmt::format(
+        R"({{"time":"{}","job":{},"cgroup_id":{},"op":"inbound","target":"","count":{},"verdict":"{}","mode":"{}"}})",
+        iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count, audit_mode_ ? "allow" : "deny",
+        audit_mode_ ? "audit" : "enforce"));
 }
 
 void AuditLog::proxy(uint64_t cgroup_id, std::string_view target, std::string_view reason) {
-    write_line(fmt::format(
-        R"({{"time":"{}","job":{},"cgroup_id":{},"op":"proxy","target":{}{},"verdict":"{}","mode":"{}"}})",
-        iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, json_quote(target),
-        reason.empty() ? "" : fmt::format(R"(,"reason":{})", json_quote(reason)),
-        audit_mode_ && reason.empty() ? "allow" : "deny", audit_mode_ ? "audit" : "enforce"));
+    write_line(
+        fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"proxy","target":{}{},"verdict":"{}","mode":"{}"}})",
+                    iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, json_quote(target),
+                    reason.empty() ? "" : fmt::format(R"(,"reason":{})", json_quote(reason)),
+                    audit_mode_ && reason.empty() ? "allow" : "deny", audit_mode_ ? "audit" : "enforce"));
 }
 
 void AuditLog::limit(uint64_t cgroup_id, std::string_view target, uint64_t count) {

@@ -15,8 +15,8 @@
 #include <map>
 #include <memory>
 
-#include "loader/cgroup.h"
 #include "fs.skel.h"
+#include "loader/cgroup.h"
 #include "net.skel.h"
 #include "proc.skel.h"
 #include "proxy.skel.h"
@@ -114,7 +114,9 @@ bool kernel_has(const char* name, int kind) {
     return vmlinux && btf__find_by_name_kind(vmlinux.get(), name, kind) >= 0;
 }
 
-bool kernel_has_mnt_idmap() { return kernel_has("mnt_idmap", BTF_KIND_STRUCT); }
+bool kernel_has_mnt_idmap() {
+    return kernel_has("mnt_idmap", BTF_KIND_STRUCT);
+}
 
 // Whether `prog` belongs on this kernel.
 bool belongs_here(bpf_object* obj, bpf_program* prog) {
@@ -128,7 +130,9 @@ bool belongs_here(bpf_object* obj, bpf_program* prog) {
 
 // Global lsm programs are attached once, at load, through a pinned link: they
 // serve every job and outlive any one confine process.
-bool is_global(bpf_program* prog) { return bpf_program__expected_attach_type(prog) == BPF_LSM_MAC; }
+bool is_global(bpf_program* prog) {
+    return bpf_program__expected_attach_type(prog) == BPF_LSM_MAC;
+}
 
 std::string pin_path(const std::string& dir, bpf_program* prog) {
     return dir + "/" + (is_global(prog) ? "link_" : "") + bpf_program__name(prog);
@@ -215,9 +219,9 @@ Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type typ
         return {};
     Error e = Error::sys(std::string("bpf: attaching program ") + name + " to confine's parent cgroup");
     if (errno == EINVAL)
-        return fail(std::move(e).hint(
-            "The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "
-            "can carry lsm_cgroup programs machine-wide"));
+        return fail(
+            std::move(e).hint("The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "
+                              "can carry lsm_cgroup programs machine-wide"));
     return fail(e);
 }
 
@@ -345,6 +349,8 @@ Result<BpfObjects> BpfObjects::open() {
     return o;
 }
 
-const char* map_name(Map m) { return kMapNames[static_cast<size_t>(m)]; }
+const char* map_name(Map m) {
+    return kMapNames[static_cast<size_t>(m)];
+}
 
 }  // namespace confine

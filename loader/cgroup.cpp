@@ -141,9 +141,7 @@ Result<void> JobCgroup::set_limits(const policy::CompiledLimits& l) {
         std::optional<std::string> value;
         const char* hint;  // when the file is missing
     };
-    auto number = [](const std::optional<uint64_t>& v) {
-        return v ? std::optional(std::to_string(*v)) : std::nullopt;
-    };
+    auto number = [](const std::optional<uint64_t>& v) { return v ? std::optional(std::to_string(*v)) : std::nullopt; };
     const Setting settings[] = {
         {"memory", "memory", "memory.max", number(l.memory), nullptr},
         {"swap", "memory", "memory.swap.max", number(l.swap),
@@ -172,9 +170,11 @@ Result<void> JobCgroup::set_limits(const policy::CompiledLimits& l) {
                 e.message += why;
                 // EBUSY, or EOPNOTSUPP once threaded controllers are on.
                 if (e.err == EBUSY || e.err == EOPNOTSUPP)
-                    return fail(std::move(e).hint("cgroup v2 passes a controller down only from a cgroup that holds "
-                                                  "no processes itself: move them out of that cgroup (see its "
-                                                  "cgroup.procs), " + instead));
+                    return fail(
+                        std::move(e).hint("cgroup v2 passes a controller down only from a cgroup that holds "
+                                          "no processes itself: move them out of that cgroup (see its "
+                                          "cgroup.procs), " +
+                                          instead));
                 return fail(std::move(e).hint("Enable it there by hand, " + instead));
             }
             if (!listed(read_all(path_ + "/cgroup.controllers"), s.controller))
@@ -201,7 +201,9 @@ Result<void> JobCgroup::set_limits(const policy::CompiledLimits& l) {
     return {};
 }
 
-Result<void> JobCgroup::kill() { return write_file(path_ + "/cgroup.kill", "1"); }
+Result<void> JobCgroup::kill() {
+    return write_file(path_ + "/cgroup.kill", "1");
+}
 
 Result<void> JobCgroup::kill_and_remove() {
     if (path_.empty()) return {};

@@ -38,27 +38,26 @@ confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep) {
     confine_net_key k{};
     k.cgroup_id = cgroup_id;
     switch (ep.kind) {
-    case Kind::Tcp:
-    case Kind::Udp:
-        k.kind = ep.kind == Kind::Tcp ? CONFINE_NET_TCP : CONFINE_NET_UDP;
-        k.port = ep.port;
-        memcpy(k.addr, ep.addr.data(), 16);
-        break;
-    case Kind::Unix:
-        k.kind = CONFINE_NET_UNIX;
-        memcpy(k.addr, ep.name.data(), std::min(ep.name.size(), sizeof k.addr - 1));
-        break;
-    case Kind::UnixAbstract:
-        k.kind = CONFINE_NET_UNIX_ABSTRACT;
-        k.name_len = static_cast<uint16_t>(std::min(ep.name.size(), sizeof k.addr));
-        memcpy(k.addr, ep.name.data(), k.name_len);
-        break;
+        case Kind::Tcp:
+        case Kind::Udp:
+            k.kind = ep.kind == Kind::Tcp ? CONFINE_NET_TCP : CONFINE_NET_UDP;
+            k.port = ep.port;
+            memcpy(k.addr, ep.addr.data(), 16);
+            break;
+        case Kind::Unix:
+            k.kind = CONFINE_NET_UNIX;
+            memcpy(k.addr, ep.name.data(), std::min(ep.name.size(), sizeof k.addr - 1));
+            break;
+        case Kind::UnixAbstract:
+            k.kind = CONFINE_NET_UNIX_ABSTRACT;
+            k.name_len = static_cast<uint16_t>(std::min(ep.name.size(), sizeof k.addr));
+            memcpy(k.addr, ep.name.data(), k.name_len);
+            break;
     }
     return k;
 }
 
-Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const policy::Compiled& c,
-                                     int ring_fd) {
+Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const policy::Compiled& c, int ring_fd) {
     JobPolicy p(objs, id);
     // Guards are entries too, with the access their path has anyway.
     std::map<std::string, uint32_t> entries;
@@ -103,8 +102,12 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
 }
 
 JobPolicy::JobPolicy(JobPolicy&& o) noexcept
-    : objs_(o.objs_), id_(o.id_), fs_keys_(std::move(o.fs_keys_)), net_keys_(std::move(o.net_keys_)),
-      ring_(std::exchange(o.ring_, false)), job_(std::exchange(o.job_, false)) {
+    : objs_(o.objs_),
+      id_(o.id_),
+      fs_keys_(std::move(o.fs_keys_)),
+      net_keys_(std::move(o.net_keys_)),
+      ring_(std::exchange(o.ring_, false)),
+      job_(std::exchange(o.job_, false)) {
     o.fs_keys_.clear();
     o.net_keys_.clear();
 }

@@ -17,8 +17,8 @@ class JobPolicy {
 public:
     // Writes the compiled policy and the job's ring buffer into the maps.
     // Fails (and leaves nothing behind) if a map is full.
-    static Result<JobPolicy> install(const BpfObjects& objs, uint64_t cgroup_id,
-                                     const policy::Compiled& compiled, int ring_fd);
+    static Result<JobPolicy> install(const BpfObjects& objs, uint64_t cgroup_id, const policy::Compiled& compiled,
+                                     int ring_fd);
 
     JobPolicy(JobPolicy&& o) noexcept;
     JobPolicy& operator=(JobPolicy&&) = delete;

@@ -4,10 +4,10 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/keyctl.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/keyctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -38,12 +38,12 @@ struct Failure {
 
 const char* step_name(Step s) {
     switch (s) {
-    case Step::Namespace: return "setting up the job's mount namespace (private /dev/pts and /dev/shm)";
-    case Step::Privileges: return "dropping privileges";
-    case Step::Keyring: return "joining a fresh session keyring";
-    case Step::Workdir: return "entering the workdir";
-    case Step::Fds: return "closing inherited fds";
-    case Step::Exec: break;
+        case Step::Namespace: return "setting up the job's mount namespace (private /dev/pts and /dev/shm)";
+        case Step::Privileges: return "dropping privileges";
+        case Step::Keyring: return "joining a fresh session keyring";
+        case Step::Workdir: return "entering the workdir";
+        case Step::Fds: return "closing inherited fds";
+        case Step::Exec: break;
     }
     return "exec";
 }
@@ -69,8 +69,7 @@ void private_mounts(const LaunchSpec& s, int report) {
         if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) != 0)
             child_fail(report, Step::Namespace, errno);
     }
-    if (is_dir("/dev/shm") &&
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+    if (is_dir("/dev/shm") && mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
         child_fail(report, Step::Namespace, errno);
 }
 

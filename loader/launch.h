@@ -24,7 +24,7 @@ struct LaunchSpec {
     gid_t gid = 0;
     std::vector<gid_t> groups;
     int cgroup_fd = -1;
-    gid_t tty_gid = 0;             // group of the job's ptys (0: the opener's)
+    gid_t tty_gid = 0;              // group of the job's ptys (0: the opener's)
     bool stderr_to_stdout = false;  // fd 2 carries the audit log: the job writes its own to fd 1
 };
 

@@ -28,7 +28,19 @@ int usage_error(const std::string& what) {
 int cmd_run(int argc, char** argv) {
     confine::RunOptions o;
     bool verbose = false;
-    enum { kPolicy = 256, kWorkdir, kUser, kMode, kAuditLog, kJobId, kAllowRoot, kPrintPolicy, kKeepDirs, kTimeout, kSeedHome };
+    enum {
+        kPolicy = 256,
+        kWorkdir,
+        kUser,
+        kMode,
+        kAuditLog,
+        kJobId,
+        kAllowRoot,
+        kPrintPolicy,
+        kKeepDirs,
+        kTimeout,
+        kSeedHome
+    };
     static const option longopts[] = {
         {"policy", required_argument, nullptr, kPolicy},
         {"workdir", required_argument, nullptr, kWorkdir},
@@ -48,26 +60,31 @@ int cmd_run(int argc, char** argv) {
     // '+': stop at the first non-option, so CMD's own options stay its own.
     while ((c = getopt_long(argc, argv, "+v", longopts, nullptr)) != -1) {
         switch (c) {
-        case kPolicy: o.policy_file = optarg; break;
-        case kWorkdir: o.workdir = optarg; break;
-        case kUser: o.user = optarg; break;
-        case kMode:
-            if (strcmp(optarg, "enforce") == 0) o.mode = confine::policy::Mode::Enforce;
-            else if (strcmp(optarg, "audit") == 0) o.mode = confine::policy::Mode::Audit;
-            else return usage_error(fmt::format("--mode must be enforce or audit, not '{}'", optarg));
-            break;
-        case kAuditLog: o.audit_log = optarg; break;
-        case kJobId: o.job_id = optarg; break;
-        case kAllowRoot: o.allow_root = true; break;
-        case kPrintPolicy: o.print_policy = true; break;
-        case kKeepDirs: o.keep_dirs = true; break;
-        case kSeedHome: o.seed_home = optarg; break;
-        case kTimeout:
-            if (auto d = confine::policy::parse_duration(optarg)) o.timeout_s = *d;
-            else return usage_error("--timeout: " + d.error());
-            break;
-        case 'v': verbose = true; break;
-        default: return usage_error("run: bad option");
+            case kPolicy: o.policy_file = optarg; break;
+            case kWorkdir: o.workdir = optarg; break;
+            case kUser: o.user = optarg; break;
+            case kMode:
+                if (strcmp(optarg, "enforce") == 0)
+                    o.mode = confine::policy::Mode::Enforce;
+                else if (strcmp(optarg, "audit") == 0)
+                    o.mode = confine::policy::Mode::Audit;
+                else
+                    return usage_error(fmt::format("--mode must be enforce or audit, not '{}'", optarg));
+                break;
+            case kAuditLog: o.audit_log = optarg; break;
+            case kJobId: o.job_id = optarg; break;
+            case kAllowRoot: o.allow_root = true; break;
+            case kPrintPolicy: o.print_policy = true; break;
+            case kKeepDirs: o.keep_dirs = true; break;
+            case kSeedHome: o.seed_home = optarg; break;
+            case kTimeout:
+                if (auto d = confine::policy::parse_duration(optarg))
+                    o.timeout_s = *d;
+                else
+                    return usage_error("--timeout: " + d.error());
+                break;
+            case 'v': verbose = true; break;
+            default: return usage_error("run: bad option");
         }
     }
     for (int i = optind; i < argc; i++) o.command.push_back(argv[i]);

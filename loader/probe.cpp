@@ -44,7 +44,8 @@ Result<void> check_kernel() {
     if (!has_lsm(lsms, "bpf"))
         return fail(Error::msg("probe: the BPF LSM is not active; active LSMs: " + lsms)
                         .hint("Add bpf to the lsm= kernel parameter. On Ubuntu: in /etc/default/grub set "
-                              "GRUB_CMDLINE_LINUX=\"lsm=" + lsms + ",bpf\", run update-grub and reboot"));
+                              "GRUB_CMDLINE_LINUX=\"lsm=" +
+                              lsms + ",bpf\", run update-grub and reboot"));
     if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
         return fail(Error::sys("probe: reading /sys/kernel/btf/vmlinux")
                         .hint("The kernel lacks BTF type information; use a kernel built with "
@@ -65,15 +66,12 @@ Error explain_load_failure(Error e) {
 Result<void> probe() {
     if (auto r = check_kernel(); !r) return r;
 
-    std::unique_ptr<probe_bpf, decltype(&probe_bpf__destroy)> skel(probe_bpf__open_and_load(),
-                                                                   probe_bpf__destroy);
-    if (!skel)
-        return fail(explain_load_failure(Error::sys("probe: loading an lsm_cgroup program")));
+    std::unique_ptr<probe_bpf, decltype(&probe_bpf__destroy)> skel(probe_bpf__open_and_load(), probe_bpf__destroy);
+    if (!skel) return fail(explain_load_failure(Error::sys("probe: loading an lsm_cgroup program")));
     auto parent = confine_cgroup();
     auto cg = parent ? JobCgroup::create(*parent, "probe-" + std::to_string(getpid())) : fail(parent.error());
     if (!cg) return fail(cg.error());
-    if (bpf_prog_attach(bpf_program__fd(skel->progs.confine_probe), cg->fd(), BPF_LSM_CGROUP,
-                        BPF_F_ALLOW_MULTI) != 0)
+    if (bpf_prog_attach(bpf_program__fd(skel->progs.confine_probe), cg->fd(), BPF_LSM_CGROUP, BPF_F_ALLOW_MULTI) != 0)
         return fail(explain_load_failure(Error::sys("probe: attaching an lsm_cgroup program to " + cg->path())));
     if (auto r = cg->kill_and_remove(); !r) return r;
 

@@ -171,8 +171,8 @@ std::string proxy_filter(const std::vector<policy::Domain>& domains) {
     for (const policy::Domain& d : domains) {
         // A wildcard's labels are letters, digits and hyphens only, so a
         // match can't run on into a user part ('@'), a port or a path.
-        std::string host = d.name.starts_with("*.") ? "([a-z0-9-]+\\.)+" + regex_escape(d.name.substr(2))
-                                                    : regex_escape(d.name);
+        std::string host =
+            d.name.starts_with("*.") ? "([a-z0-9-]+\\.)+" + regex_escape(d.name.substr(2)) : regex_escape(d.name);
         for (uint16_t port : d.ports) {
             out += fmt::format("^{}:{}$\n", host, port);  // CONNECT host:port
             out += fmt::format("^http://{}{}(/|$)\n", host, port == 80 ? "(:80)?" : fmt::format(":{}", port));
@@ -280,8 +280,8 @@ std::optional<std::string> proxy_refusal(std::string_view line, const UrlFilter*
 }
 
 Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64_t job_cgid, const std::string& job,
-                                 const std::vector<policy::Domain>& domains, bool audit_mode,
-                                 const std::string& dir) {
+                                                  const std::vector<policy::Domain>& domains, bool audit_mode,
+                                                  const std::string& dir) {
     if (access(kTinyproxy, X_OK) != 0)
         return fail(Error::sys(std::string("proxy: the policy lists network.domains, which need ") + kTinyproxy)
                         .hint("Install it: apt-get install tinyproxy"));
@@ -359,7 +359,8 @@ Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64
             pollfd pf{read_end.get(), POLLIN, 0};
             poll(&pf, 1, 10);
             char buf[4096];
-            for (ssize_t n; (n = read(read_end.get(), buf, sizeof buf)) > 0;) output.append(buf, static_cast<size_t>(n));
+            for (ssize_t n; (n = read(read_end.get(), buf, sizeof buf)) > 0;)
+                output.append(buf, static_cast<size_t>(n));
             if (waitpid(pid, &status, WNOHANG) == pid) {
                 exited = true;
                 p.pid_ = -1;
@@ -381,8 +382,12 @@ std::vector<std::string> JobProxy::environment() const {
     const std::string url = fmt::format("http://127.0.0.1:{}", port_);
     // Curl, Python, Go, Node's undici and Bun read the lowercase forms, some
     // tools only the uppercase ones.
-    return {"HTTP_PROXY=" + url,  "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url,
-            "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1"};
+    return {"HTTP_PROXY=" + url,
+            "HTTPS_PROXY=" + url,
+            "http_proxy=" + url,
+            "https_proxy=" + url,
+            "NO_PROXY=localhost,127.0.0.1,::1",
+            "no_proxy=localhost,127.0.0.1,::1"};
 }
 
 policy::Endpoint JobProxy::endpoint() const {

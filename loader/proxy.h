@@ -46,8 +46,8 @@ public:
     // directory of confine's, outside the job's writable set), and returns
     // once it accepts connections.
     static Result<std::unique_ptr<JobProxy>> start(const BpfObjects& objs, uint64_t job_cgid, const std::string& job,
-                                  const std::vector<policy::Domain>& domains, bool audit_mode,
-                                  const std::string& dir);
+                                                   const std::vector<policy::Domain>& domains, bool audit_mode,
+                                                   const std::string& dir);
 
     JobProxy(const JobProxy&) = delete;
     JobProxy& operator=(const JobProxy&) = delete;
@@ -78,7 +78,7 @@ private:
     int proxies_map_ = -1;  // owned by BpfObjects
     uint64_t job_cgid_ = 0;
     std::optional<UrlFilter> judge_;  // audit mode: what enforce mode would refuse
-    pid_t pid_ = -1;  // tinyproxy, until reaped
+    pid_t pid_ = -1;                  // tinyproxy, until reaped
     uint16_t port_ = 0;
     Fd log_;
     std::string pending_;  // a log line not yet complete

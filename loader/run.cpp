@@ -131,8 +131,8 @@ private:
 // default for services.
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-std::vector<std::string> job_environment(const policy::Compiled& c, const std::string& home,
-                                         const std::string& tmp, const JobProxy* proxy) {
+std::vector<std::string> job_environment(const policy::Compiled& c, const std::string& home, const std::string& tmp,
+                                         const JobProxy* proxy) {
     std::vector<std::string> env;
     if (proxy) env = proxy->environment();
     for (const std::string& name : c.env_keep)
@@ -175,7 +175,8 @@ bool copy_tree(int from, int to, const std::string& where, int depth, std::strin
             if (symlinkat(target, to, name.c_str()) != 0) return failed(name, strerror(errno));
         } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
             const bool is_dir = S_ISDIR(st.st_mode);
-            Fd in(openat(from, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0)));
+            Fd in(openat(from, name.c_str(),
+                         O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0)));
             struct stat now {};
             if (!in || fstat(in.get(), &now) != 0) return failed(name, strerror(errno));
             if (now.st_dev != st.st_dev || now.st_ino != st.st_ino) return failed(name, "changed while being copied");
@@ -192,7 +193,8 @@ bool copy_tree(int from, int to, const std::string& where, int depth, std::strin
                 char buf[65536];
                 for (ssize_t n; (n = read(in.get(), buf, sizeof buf)) != 0;) {
                     if (n < 0 && errno == EINTR) continue;
-                    if (n < 0 || write(out.get(), buf, static_cast<size_t>(n)) != n) return failed(name, strerror(errno));
+                    if (n < 0 || write(out.get(), buf, static_cast<size_t>(n)) != n)
+                        return failed(name, strerror(errno));
                 }
             }
         } else {
@@ -225,7 +227,8 @@ Result<void> seed_home(const std::string& from, const std::string& home, const U
     char real[PATH_MAX];
     struct stat st {};
     if (!realpath(from.c_str(), real) || stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return refuse("not a directory");
-    if (policy::access_at(c, real) & policy::kWrite) return refuse(fmt::format("{} is in the job's writable set", real));
+    if (policy::access_at(c, real) & policy::kWrite)
+        return refuse(fmt::format("{} is in the job's writable set", real));
 
     pid_t pid = fork();
     if (pid < 0) return fail(Error::sys("run: fork to seed HOME"));
@@ -360,18 +363,24 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t 
 // One `limit` record for each limit the job hit.
 void report_limits(AuditLog& log, const JobCgroup& cg, bool timed_out) {
     const LimitHits& h = cg.hits();
-    for (auto [target, count] : {std::pair{"memory", h.memory}, {"pids", h.pids}, {"cpu", h.cpu},
-                                 {"timeout", uint64_t{timed_out}}})
+    for (auto [target, count] :
+         {std::pair{"memory", h.memory}, {"pids", h.pids}, {"cpu", h.cpu}, {"timeout", uint64_t{timed_out}}})
         if (count) log.limit(cg.id(), target, count);
 }
 
-void print_error(const Error& e) { fmt::print(stderr, "confine: {}\n", e.message); }
+void print_error(const Error& e) {
+    fmt::print(stderr, "confine: {}\n", e.message);
+}
 
 // A stream someone reads back as a log: a file, a pipe or a socket (not a
 // terminal, which a person reads, nor /dev/null).
-bool log_like(const struct stat& st) { return S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode); }
+bool log_like(const struct stat& st) {
+    return S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+}
 
-bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+bool same_file(const struct stat& a, const struct stat& b) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
 
 // The security team must be able to trust every line of the audit log, so
 // the job never gets to write into it. With --audit-log FILE, FILE must not
@@ -425,8 +434,8 @@ Result<bool> audit_apart_from_job(const std::string& path, const policy::Compile
 }  // namespace
 
 int run(const RunOptions& o) {
-    auto pol = o.policy_file.empty() ? Result<policy::Policy>(policy::default_policy())
-                                     : policy::parse_file(o.policy_file);
+    auto pol =
+        o.policy_file.empty() ? Result<policy::Policy>(policy::default_policy()) : policy::parse_file(o.policy_file);
     if (!pol) {
         fmt::print(stderr, "{}\n", pol.error().message);
         return kExitFailure;
@@ -512,8 +521,8 @@ int run(const RunOptions& o) {
     // rule for its port.
     std::unique_ptr<JobProxy> proxy;
     if (cg && !compiled->domains.empty()) {
-        auto started = JobProxy::start(*objs, cg->id(), job, compiled->domains,
-                                       compiled->mode == policy::Mode::Audit, dirs->proxy());
+        auto started = JobProxy::start(*objs, cg->id(), job, compiled->domains, compiled->mode == policy::Mode::Audit,
+                                       dirs->proxy());
         if (started) {
             proxy = std::move(*started);
             compiled->connect.push_back(proxy->endpoint());
@@ -535,8 +544,11 @@ int run(const RunOptions& o) {
     sigprocmask(SIG_BLOCK, &sigs, nullptr);
 
     const group* tty = getgrnam("tty");
-    LaunchSpec spec{o.command, job_environment(*compiled, dirs->home(), dirs->tmp(), proxy.get()), *workdir,
-                    user->uid, user->gid, user->groups, cg->fd(), tty ? tty->gr_gid : 0, *stderr_to_stdout};
+    LaunchSpec spec{o.command,        job_environment(*compiled, dirs->home(), dirs->tmp(), proxy.get()),
+                    *workdir,         user->uid,
+                    user->gid,        user->groups,
+                    cg->fd(),         tty ? tty->gr_gid : 0,
+                    *stderr_to_stdout};
     int status;
     uint64_t reported_lost = 0;
     bool timed_out = false;

@@ -11,17 +11,17 @@
 namespace confine {
 
 struct RunOptions {
-    std::string policy_file;                  // empty: the embedded default
-    std::string workdir;                      // empty: the current directory
-    std::string user;                         // empty: SUDO_UID, else refuse root
-    std::optional<policy::Mode> mode;         // overrides the policy's mode
-    std::string audit_log;                    // empty: stderr
-    std::string job_id;                       // empty: generated
+    std::string policy_file;           // empty: the embedded default
+    std::string workdir;               // empty: the current directory
+    std::string user;                  // empty: SUDO_UID, else refuse root
+    std::optional<policy::Mode> mode;  // overrides the policy's mode
+    std::string audit_log;             // empty: stderr
+    std::string job_id;                // empty: generated
     bool allow_root = false;
     bool print_policy = false;
-    bool keep_dirs = false;                   // keep the private HOME and TMPDIR
-    std::string seed_home;                    // copied into the private HOME at start
-    std::optional<uint64_t> timeout_s;        // overrides [limits] timeout; 0: none
+    bool keep_dirs = false;             // keep the private HOME and TMPDIR
+    std::string seed_home;              // copied into the private HOME at start
+    std::optional<uint64_t> timeout_s;  // overrides [limits] timeout; 0: none
     std::vector<std::string> command;
 };
 

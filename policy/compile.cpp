@@ -22,8 +22,8 @@
 
 #include <fmt/format.h>
 
-#include "bpf/fs.h"
 #include <sys/socket.h>
+#include "bpf/fs.h"
 
 #include "common/fd.h"
 #include "policy/policy.h"
@@ -39,14 +39,10 @@ enum class Kind { Read, Write, DenyWrite, Deny };
 
 uint8_t access_of(Kind k) {
     switch (k) {
-        case Kind::Read:
-            return kRead;
-        case Kind::Write:
-            return kRead | kWrite;
-        case Kind::DenyWrite:
-            return kRead;
-        case Kind::Deny:
-            return 0;
+        case Kind::Read: return kRead;
+        case Kind::Write: return kRead | kWrite;
+        case Kind::DenyWrite: return kRead;
+        case Kind::Deny: return 0;
     }
     return 0;
 }
@@ -106,19 +102,18 @@ public:
         if (!normal && rule.path.find("/..") != std::string::npos)
             return fail(error(rule, fmt::format("rule '{}' contains '..'", rule.path)));
         if (!normal)  // from the variable's value
-            return fail(error(rule, fmt::format("rule '{}' expands to '{}', which contains '..'",
-                                                rule.path, *expanded)));
+            return fail(
+                error(rule, fmt::format("rule '{}' expands to '{}', which contains '..'", rule.path, *expanded)));
         auto real = resolve(*normal, rule);
         if (!real) return real;
         // The key holds the path plus a trailing '/' ("/" stays "/").
         size_t key_len = *real == "/" ? 1 : real->size() + 1;
         if (key_len > CONFINE_RULE_PATH_MAX)
-            return fail(error(
-                rule, fmt::format("rule '{}' resolves to a path of {} bytes ('{}...'); rule paths "
-                                  "may have at most {} bytes (CONFINE_RULE_PATH_MAX is {} with "
-                                  "the trailing '/')",
-                                  rule.path, real->size(), real->substr(0, 40),
-                                  CONFINE_RULE_PATH_MAX - 1, CONFINE_RULE_PATH_MAX)));
+            return fail(error(rule, fmt::format("rule '{}' resolves to a path of {} bytes ('{}...'); rule paths "
+                                                "may have at most {} bytes (CONFINE_RULE_PATH_MAX is {} with "
+                                                "the trailing '/')",
+                                                rule.path, real->size(), real->substr(0, 40), CONFINE_RULE_PATH_MAX - 1,
+                                                CONFINE_RULE_PATH_MAX)));
         return real;
     }
 
@@ -185,8 +180,8 @@ public:
         return fail(error(rule, fmt::format("protect_git '{}' must protect '{}...' ({} bytes); rule paths "
                                             "may have at most {} bytes (CONFINE_RULE_PATH_MAX is {} with "
                                             "the trailing '/')",
-                                            rule.path, path.substr(0, 40), path.size(),
-                                            CONFINE_RULE_PATH_MAX - 1, CONFINE_RULE_PATH_MAX)));
+                                            rule.path, path.substr(0, 40), path.size(), CONFINE_RULE_PATH_MAX - 1,
+                                            CONFINE_RULE_PATH_MAX)));
     }
 
 private:
@@ -205,8 +200,7 @@ private:
     // line end, as git reads it; empty if FILE is missing, not a regular
     // file or not of that form. Read as root from a tree the job's user
     // owns: no symlink is followed, and a FIFO can't block.
-    Result<std::string> read_pointer(const PathRule& rule, const std::string& file,
-                                     std::string_view prefix) const {
+    Result<std::string> read_pointer(const PathRule& rule, const std::string& file, std::string_view prefix) const {
         Fd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
         if (!fd && errno == ELOOP)
             return fail(error(rule, fmt::format("protect_git '{}': {} is a symlink, which git follows but "
@@ -226,8 +220,7 @@ private:
         while (text.size() <= kPointerMax) {
             ssize_t n = ::read(fd.get(), buf, sizeof buf);
             if (n < 0 && errno == EINTR) continue;
-            if (n < 0)
-                return fail(error(rule, Error::sys(fmt::format("protect_git '{}': read {}", rule.path, file))));
+            if (n < 0) return fail(error(rule, Error::sys(fmt::format("protect_git '{}': read {}", rule.path, file))));
             if (n == 0) break;
             text.append(buf, static_cast<size_t>(n));
         }
@@ -243,20 +236,16 @@ private:
         e.message = Diagnostic{policy_.source, rule.where, std::move(e.message)}.str();
         return e;
     }
-    Error error(const PathRule& rule, std::string message) const {
-        return error(rule, Error::msg(std::move(message)));
-    }
+    Error error(const PathRule& rule, std::string message) const { return error(rule, Error::msg(std::move(message))); }
 
     Result<std::string> expand(const PathRule& rule) const {
         const std::string& p = rule.path;
         if (!p.starts_with('{')) {
-            if (!p.starts_with('/'))
-                return fail(error(rule, fmt::format("rule '{}' is not an absolute path", p)));
+            if (!p.starts_with('/')) return fail(error(rule, fmt::format("rule '{}' is not an absolute path", p)));
             return p;
         }
         size_t close = p.find('}');
-        std::string_view name =
-            std::string_view(p).substr(1, close == std::string::npos ? 0 : close - 1);
+        std::string_view name = std::string_view(p).substr(1, close == std::string::npos ? 0 : close - 1);
         const std::string* value = name == "workdir"     ? &vars_.workdir
                                    : name == "home"      ? &vars_.home
                                    : name == "tmp"       ? &vars_.tmp
@@ -265,8 +254,7 @@ private:
         if (close == std::string::npos || !value)
             return fail(error(rule, fmt::format("rule '{}' uses an unknown variable", p)));
         if (!value->starts_with('/'))
-            return fail(error(rule, fmt::format("rule '{}': {{{}}} is '{}', not an absolute path",
-                                                p, name, *value)));
+            return fail(error(rule, fmt::format("rule '{}': {{{}}} is '{}', not an absolute path", p, name, *value)));
         return *value + p.substr(close + 1);
     }
 
@@ -289,20 +277,17 @@ private:
     // realpath(3) resolves the longest existing prefix; the rest is kept as
     // written so rules cover paths created later. A dangling symlink at the
     // boundary is followed by hand: the kernel would create its target.
-    Result<std::string> resolve(const std::string& path, const PathRule& rule,
-                                int links = 0) const {
+    Result<std::string> resolve(const std::string& path, const PathRule& rule, int links = 0) const {
         std::string head = path, tail;
         for (;;) {
-            std::unique_ptr<char, decltype(&std::free)> real(realpath(head.c_str(), nullptr),
-                                                             &std::free);
+            std::unique_ptr<char, decltype(&std::free)> real(realpath(head.c_str(), nullptr), &std::free);
             int err = errno;
             if (real) {
                 head = real.get();
                 break;
             }
             if ((err != ENOENT && err != ENOTDIR) || head == "/")
-                return fail(error(
-                    rule, Error::sys(fmt::format("rule '{}': realpath {}", rule.path, head), err)));
+                return fail(error(rule, Error::sys(fmt::format("rule '{}': realpath {}", rule.path, head), err)));
             size_t slash = head.rfind('/');
             tail = head.substr(slash) + tail;
             head = slash == 0 ? "/" : head.substr(0, slash);
@@ -315,13 +300,10 @@ private:
         std::string rest = end == std::string::npos ? "" : tail.substr(end);
         struct stat st;
         if (lstat(first.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-            if (links >= 40)
-                return fail(error(rule, Error::sys(fmt::format("rule '{}'", rule.path), ELOOP)));
+            if (links >= 40) return fail(error(rule, Error::sys(fmt::format("rule '{}'", rule.path), ELOOP)));
             char target[PATH_MAX];
             ssize_t n = readlink(first.c_str(), target, sizeof target - 1);
-            if (n < 0)
-                return fail(error(
-                    rule, Error::sys(fmt::format("rule '{}': readlink {}", rule.path, first))));
+            if (n < 0) return fail(error(rule, Error::sys(fmt::format("rule '{}': readlink {}", rule.path, first))));
             std::string t(target, static_cast<size_t>(n));
             std::string next = (t.starts_with('/') ? t : base + "/" + t) + rest;
             return resolve(next, rule, links + 1);
@@ -356,13 +338,10 @@ std::string quote(std::string_view s) {
 // The canonical form of an endpoint: IPv4-mapped addresses print as IPv4.
 std::string endpoint_text(const Endpoint& e) {
     switch (e.kind) {
-        case Endpoint::Kind::Unix:
-            return "unix:" + e.name;
-        case Endpoint::Kind::UnixAbstract:
-            return "unix-abstract:" + e.name;
+        case Endpoint::Kind::Unix: return "unix:" + e.name;
+        case Endpoint::Kind::UnixAbstract: return "unix-abstract:" + e.name;
         case Endpoint::Kind::Tcp:
-        case Endpoint::Kind::Udp:
-            break;
+        case Endpoint::Kind::Udp: break;
     }
     const char* scheme = e.kind == Endpoint::Kind::Tcp ? "tcp" : "udp";
     static constexpr uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -515,9 +494,8 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
     for (std::string& prefix : prefixes) {
         const Rule* best = deciding_rule(rw, prefix);
         uint8_t access = best ? access_of(best->kind) : 0;
-        bool exec_allowed = !p.fs.exec || std::any_of(exec.begin(), exec.end(), [&](const auto& e) {
-            return covers(e, prefix);
-        });
+        bool exec_allowed =
+            !p.fs.exec || std::any_of(exec.begin(), exec.end(), [&](const auto& e) { return covers(e, prefix); });
         if ((access & kRead) && exec_allowed) access |= kExec;
         c.fs.push_back({std::move(prefix), access});
     }
@@ -543,15 +521,13 @@ Result<Compiled> compile(const Policy& p, const Vars& vars) {
 }
 
 std::string render(const Compiled& c) {
-    std::string out =
-        "# Effective policy: the longest matching path wins; paths not listed are denied.\n";
+    std::string out = "# Effective policy: the longest matching path wins; paths not listed are denied.\n";
     out += fmt::format("mode = \"{}\"\n", c.mode == Mode::Enforce ? "enforce" : "audit");
 
     out += "\n[filesystem]\n";
     size_t width = 0;
     for (const auto& e : c.fs) width = std::max(width, e.prefix.size());
-    for (const auto& e : c.fs)
-        out += fmt::format("{:<{}}  {}\n", e.prefix, width, access_text(e.access));
+    for (const auto& e : c.fs) out += fmt::format("{:<{}}  {}\n", e.prefix, width, access_text(e.access));
     if (!c.listable.empty()) out += "# may be listed (names only): " + string_list(c.listable) + "\n";
     if (!c.git_protected.empty())
         out += "# git metadata kept read-only (protect_git): " + string_list(c.git_protected) + "\n";
@@ -578,8 +554,7 @@ std::string render(const Compiled& c) {
     out += "keep = " + string_list(c.env_keep) + "\n";
     out += "set = {";
     for (size_t i = 0; i < c.env_set.size(); ++i)
-        out +=
-            fmt::format("{} {} = {}", i ? "," : "", c.env_set[i].first, quote(c.env_set[i].second));
+        out += fmt::format("{} {} = {}", i ? "," : "", c.env_set[i].first, quote(c.env_set[i].second));
     out += c.env_set.empty() ? "}\n" : " }\n";
 
     // Only limits that are set: the rest stay at the kernel's "max".
@@ -606,13 +581,27 @@ uint8_t access_at(const Compiled& c, std::string_view path) {
 const std::vector<std::pair<std::string_view, int>>& family_names() {
     // AF_* numbers are kernel ABI (include/linux/socket.h).
     static const std::vector<std::pair<std::string_view, int>> names = {
-        {"unix", AF_UNIX},           {"inet", AF_INET},       {"inet6", AF_INET6},
-        {"netlink", AF_NETLINK},     {"packet", AF_PACKET},   {"key", AF_KEY},
-        {"appletalk", AF_APPLETALK}, {"ax25", AF_AX25},       {"x25", AF_X25},
-        {"llc", AF_LLC},             {"can", AF_CAN},         {"tipc", AF_TIPC},
-        {"bluetooth", AF_BLUETOOTH}, {"rds", AF_RDS},         {"alg", AF_ALG},
-        {"nfc", AF_NFC},             {"vsock", AF_VSOCK},     {"kcm", AF_KCM},
-        {"qipcrtr", AF_QIPCRTR},     {"smc", AF_SMC},         {"xdp", AF_XDP},
+        {"unix", AF_UNIX},
+        {"inet", AF_INET},
+        {"inet6", AF_INET6},
+        {"netlink", AF_NETLINK},
+        {"packet", AF_PACKET},
+        {"key", AF_KEY},
+        {"appletalk", AF_APPLETALK},
+        {"ax25", AF_AX25},
+        {"x25", AF_X25},
+        {"llc", AF_LLC},
+        {"can", AF_CAN},
+        {"tipc", AF_TIPC},
+        {"bluetooth", AF_BLUETOOTH},
+        {"rds", AF_RDS},
+        {"alg", AF_ALG},
+        {"nfc", AF_NFC},
+        {"vsock", AF_VSOCK},
+        {"kcm", AF_KCM},
+        {"qipcrtr", AF_QIPCRTR},
+        {"smc", AF_SMC},
+        {"xdp", AF_XDP},
         {"mctp", 45},  // AF_MCTP: newer than glibc 2.36's headers
     };
     return names;

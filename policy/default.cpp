@@ -79,7 +79,9 @@ cpu = "max"
 
 }  // namespace
 
-std::string_view default_policy_text() { return kDefaultPolicy; }
+std::string_view default_policy_text() {
+    return kDefaultPolicy;
+}
 
 Policy default_policy() {
     auto p = parse(kDefaultPolicy, "<default>");

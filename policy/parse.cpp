@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cctype>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -53,9 +53,8 @@ bool is_variable(std::string_view name) {
 }
 
 std::string unknown_variable(std::string_view name) {
-    return fmt::format(
-        "uses unknown variable '{{{}}}'; expected {{workdir}}, {{home}}, {{tmp}} or {{user_home}}",
-        name);
+    return fmt::format("uses unknown variable '{{{}}}'; expected {{workdir}}, {{home}}, {{tmp}} or {{user_home}}",
+                       name);
 }
 
 // Only the syntax of a rule path is checked here; compile() expands it.
@@ -72,8 +71,7 @@ std::optional<std::string> rule_path_problem(std::string_view p) {
         auto name = p.substr(1, close - 1);
         if (!is_variable(name)) return unknown_variable(name);
         body = close + 1;
-        if (body < p.size() && p[body] != '/')
-            return fmt::format("has variable {{{}}} not followed by '/'", name);
+        if (body < p.size() && p[body] != '/') return fmt::format("has variable {{{}}} not followed by '/'", name);
     } else if (p.front() != '/') {
         return "is relative; a rule must start with '/' or a variable such as {workdir}";
     }
@@ -82,8 +80,7 @@ std::optional<std::string> rule_path_problem(std::string_view p) {
         if (p[brace] == '{' && close != npos) {
             auto name = p.substr(brace + 1, close - brace - 1);
             if (!is_variable(name)) return unknown_variable(name);
-            return fmt::format("has variable {{{}}} in the middle; variables may only start a path",
-                               name);
+            return fmt::format("has variable {{{}}} in the middle; variables may only start a path", name);
         }
         return fmt::format("has a stray '{}'", p[brace]);
     }
@@ -108,8 +105,7 @@ std::optional<uint16_t> parse_port(std::string_view s) {
 // "tcp://1.2.3.4:80", "udp://[::1]:53", "unix:/path", "unix-abstract:name".
 // Port 0 is allowed for bind only: it means whatever port the kernel picks.
 std::expected<Endpoint, std::string> parse_endpoint(std::string_view text, bool for_bind) {
-    const std::string expected_forms =
-        "expected tcp://IP:PORT, udp://IP:PORT, unix:/PATH or unix-abstract:NAME";
+    const std::string expected_forms = "expected tcp://IP:PORT, udp://IP:PORT, unix:/PATH or unix-abstract:NAME";
     Endpoint ep;
     ep.text = std::string(text);
     if (text.find('\0') != std::string_view::npos) return std::unexpected("contains a NUL byte");
@@ -117,19 +113,17 @@ std::expected<Endpoint, std::string> parse_endpoint(std::string_view text, bool 
     if (text.starts_with("unix:")) {
         ep.kind = Endpoint::Kind::Unix;
         ep.name = std::string(text.substr(5));
-        if (!ep.name.starts_with('/'))
-            return std::unexpected("a unix socket path must be absolute");
+        if (!ep.name.starts_with('/')) return std::unexpected("a unix socket path must be absolute");
         if (ep.name.size() > kUnixNameMax)
-            return std::unexpected(fmt::format("unix socket path is {} bytes; at most {} fit",
-                                               ep.name.size(), kUnixNameMax));
+            return std::unexpected(
+                fmt::format("unix socket path is {} bytes; at most {} fit", ep.name.size(), kUnixNameMax));
         return ep;
     }
     if (text.starts_with("unix-abstract:")) {
         ep.kind = Endpoint::Kind::UnixAbstract;
         ep.name = std::string(text.substr(14));
         if (ep.name.empty() || ep.name.size() > kUnixNameMax)
-            return std::unexpected(
-                fmt::format("an abstract socket name must be 1 to {} bytes", kUnixNameMax));
+            return std::unexpected(fmt::format("an abstract socket name must be 1 to {} bytes", kUnixNameMax));
         return ep;
     }
 
@@ -149,16 +143,14 @@ std::expected<Endpoint, std::string> parse_endpoint(std::string_view text, bool 
     bool bracketed = rest.starts_with('[');
     if (bracketed) {
         size_t close = rest.find(']');
-        if (close == std::string_view::npos)
-            return std::unexpected("missing ']' after the IPv6 address");
+        if (close == std::string_view::npos) return std::unexpected("missing ']' after the IPv6 address");
         host = std::string(rest.substr(1, close - 1));
         if (close + 1 >= rest.size() || rest[close + 1] != ':')
             return std::unexpected("missing ':PORT' after the address");
         port = rest.substr(close + 2);
     } else {
         size_t colon = rest.rfind(':');
-        if (colon == std::string_view::npos)
-            return std::unexpected("missing ':PORT' after the address");
+        if (colon == std::string_view::npos) return std::unexpected("missing ':PORT' after the address");
         host = std::string(rest.substr(0, colon));
         port = rest.substr(colon + 1);
         if (host.find(':') != std::string::npos)
@@ -177,10 +169,10 @@ std::expected<Endpoint, std::string> parse_endpoint(std::string_view text, bool 
     } else if (bracketed) {
         return std::unexpected(fmt::format("'{}' is not an IPv6 address", host));
     } else {
-        return std::unexpected(fmt::format(
-            "'{}' is not an IP address; host names are not allowed, use an IP literal such as "
-            "127.0.0.1",
-            host));
+        return std::unexpected(
+            fmt::format("'{}' is not an IP address; host names are not allowed, use an IP literal such as "
+                        "127.0.0.1",
+                        host));
     }
 
     auto p = parse_port(port);
@@ -190,7 +182,9 @@ std::expected<Endpoint, std::string> parse_endpoint(std::string_view text, bool 
     return ep;
 }
 
-bool lower_ldh(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+bool lower_ldh(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
 
 // A host name as DNS spells it: dot-separated labels of letters, digits
 // and inner hyphens, 1 to 63 bytes each, 253 in all, the last not all
@@ -232,8 +226,7 @@ std::expected<Domain, std::string> parse_domain(std::string_view text) {
     std::string bare(host.starts_with('[') && host.ends_with(']') ? host.substr(1, host.size() - 2) : host);
     if (inet_pton(AF_INET, bare.c_str(), &v4) == 1 || inet_pton(AF_INET6, bare.c_str(), &v6) == 1)
         return std::unexpected("an IP address is not a name; list addresses in network.connect");
-    if (host.ends_with('.'))
-        return std::unexpected("write the name without the trailing dot");
+    if (host.ends_with('.')) return std::unexpected("write the name without the trailing dot");
     if (!is_host_name(host))
         return std::unexpected(
             "expected a host name (letters, digits, '-' and '.'), '*.' and a name, either with an optional "
@@ -242,9 +235,7 @@ std::expected<Domain, std::string> parse_domain(std::string_view text) {
 }
 
 bool is_env_name(std::string_view s) {
-    auto alpha = [](char c) {
-        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-    };
+    auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
     auto digit = [](char c) { return c >= '0' && c <= '9'; };
     if (s.empty() || !alpha(s.front())) return false;
     return std::all_of(s.begin() + 1, s.end(), [&](char c) { return alpha(c) || digit(c); });
@@ -252,15 +243,15 @@ bool is_env_name(std::string_view s) {
 
 // What is wrong with an environment variable name, if anything.
 std::optional<std::string> env_name_problem(std::string_view name, const Policy& p) {
-    if (!is_env_name(name))
-        return fmt::format("'{}' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)", name);
+    if (!is_env_name(name)) return fmt::format("'{}' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)", name);
     if (name == "HOME" || name == "TMPDIR")
         return fmt::format("{} is set by confine (to {{{}}}) and can't be kept or set", name,
                            name == "HOME" ? "home" : "tmp");
     if (!p.net.domains.empty() && std::ranges::count(kProxyEnv, name))
-        return fmt::format("{} is set by confine to the job's proxy when network.domains is given, and can't be "
-                           "kept or set",
-                           name);
+        return fmt::format(
+            "{} is set by confine to the job's proxy when network.domains is given, and can't be "
+            "kept or set",
+            name);
     return std::nullopt;
 }
 
@@ -288,8 +279,7 @@ std::string limit_forms(Unit unit) {
             return "write bytes as an integer (536870912), a size such as \"512M\" or \"2G\" "
                    "(K, M, G, T: powers of 1024), a share of the machine's memory such as \"50%\", "
                    "or \"max\"";
-        case Unit::Tasks:
-            return "write a whole number of tasks (processes and threads) such as 1024, or \"max\"";
+        case Unit::Tasks: return "write a whole number of tasks (processes and threads) such as 1024, or \"max\"";
         case Unit::Cpus:
             return "write a number of CPUs such as 1.5, a share of the machine's CPUs such as "
                    "\"50%\", or \"max\"";
@@ -324,24 +314,18 @@ public:
 
     std::vector<Diagnostic> take_diagnostics() {
         // Tables are walked in key order; report in source order instead.
-        std::stable_sort(
-            diags_.begin(), diags_.end(), [](const Diagnostic& a, const Diagnostic& b) {
-                return std::pair(a.where.line, a.where.col) < std::pair(b.where.line, b.where.col);
-            });
+        std::stable_sort(diags_.begin(), diags_.end(), [](const Diagnostic& a, const Diagnostic& b) {
+            return std::pair(a.where.line, a.where.col) < std::pair(b.where.line, b.where.col);
+        });
         return std::move(diags_);
     }
 
 private:
-    void error(Location where, std::string message) {
-        diags_.push_back({file_, where, std::move(message)});
-    }
-    void error(const toml::source_region& r, std::string message) {
-        error(location(r), std::move(message));
-    }
+    void error(Location where, std::string message) { diags_.push_back({file_, where, std::move(message)}); }
+    void error(const toml::source_region& r, std::string message) { error(location(r), std::move(message)); }
 
     // `prefix` is the table's dotted name, empty for the top level.
-    void check_keys(const toml::table& t, std::string_view prefix,
-                    std::initializer_list<std::string_view> allowed) {
+    void check_keys(const toml::table& t, std::string_view prefix, std::initializer_list<std::string_view> allowed) {
         for (auto&& [key, node] : t) {
             if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
             if (prefix.empty() && node.is_table())
@@ -349,9 +333,8 @@ private:
                                                 "filesystem, network, process, env, limits",
                                                 key.str()));
             else
-                error(key.source(),
-                      fmt::format("unknown key '{}{}{}'; expected one of {}", prefix,
-                                  prefix.empty() ? "" : ".", key.str(), join(allowed)));
+                error(key.source(), fmt::format("unknown key '{}{}{}'; expected one of {}", prefix,
+                                                prefix.empty() ? "" : ".", key.str(), join(allowed)));
         }
     }
 
@@ -364,8 +347,7 @@ private:
     }
 
     // The strings of an array; elements of other types are reported and skipped.
-    std::vector<const toml::value<std::string>*> strings(const toml::node& n,
-                                                         std::string_view name) {
+    std::vector<const toml::value<std::string>*> strings(const toml::node& n, std::string_view name) {
         std::vector<const toml::value<std::string>*> out;
         const toml::array* a = n.as_array();
         if (!a) {
@@ -391,8 +373,7 @@ private:
         if (!v) {
             error(n->source(), "version must be the integer 1");
         } else if (*v != 1) {
-            error(n->source(),
-                  fmt::format("unsupported policy version {}; this confine reads version 1", *v));
+            error(n->source(), fmt::format("unsupported policy version {}; this confine reads version 1", *v));
         } else {
             p.version = 1;
         }
@@ -442,8 +423,7 @@ private:
         for (auto* s : strings(*n, name)) {
             auto ep = parse_endpoint(s->get(), key == "bind");
             if (!ep) {
-                error(s->source(),
-                      fmt::format("{}: bad endpoint '{}': {}", name, s->get(), ep.error()));
+                error(s->source(), fmt::format("{}: bad endpoint '{}': {}", name, s->get(), ep.error()));
                 continue;
             }
             ep->where = location(s->source());
@@ -503,8 +483,7 @@ private:
         if (const toml::node* n = t.get("set")) {
             const toml::table* set = n->as_table();
             if (!set) {
-                error(n->source(),
-                      "env.set must be a table of strings, such as { NAME = \"value\" }");
+                error(n->source(), "env.set must be a table of strings, such as { NAME = \"value\" }");
                 return;
             }
             for (auto&& [key, value] : *set) {
@@ -554,7 +533,8 @@ private:
                 l.kind = Limit::Kind::Percent;
                 v.remove_suffix(1);
             } else if (unit == Unit::Bytes && !v.empty()) {
-                size_t at = std::string_view("KMGT").find(static_cast<char>(std::toupper(static_cast<unsigned char>(v.back()))));
+                size_t at = std::string_view("KMGT").find(
+                    static_cast<char>(std::toupper(static_cast<unsigned char>(v.back()))));
                 if (at != std::string_view::npos) {
                     scale = std::ldexp(1.0, 10 * static_cast<int>(at + 1));
                     v.remove_suffix(1);
@@ -582,8 +562,8 @@ private:
         if (unit == Unit::Tasks && l.value > kPidsMax)
             return bad(fmt::format("{} is more than the kernel allows ({})", shown, kPidsMax));
         if (unit == Unit::Cpus && l.kind == Limit::Kind::Value && l.value < kCpuMin)
-            return bad(fmt::format("{} is less than the kernel's minimum of {} CPUs (1 ms per 100 ms)", shown,
-                                   kCpuMin));
+            return bad(
+                fmt::format("{} is less than the kernel's minimum of {} CPUs (1 ms per 100 ms)", shown, kCpuMin));
         if (unit == Unit::Cpus && l.kind == Limit::Kind::Value && l.value > 1e6)
             return bad(shown + " is more CPUs than any machine has");
         out = l;
@@ -614,8 +594,9 @@ private:
             else
                 error(n->source(), "limits.timeout: " + d.error());
         } else {
-            error(n->source(), "limits.timeout must be a duration such as \"90s\", \"30m\" or \"2h\", or "
-                               "whole seconds");
+            error(n->source(),
+                  "limits.timeout must be a duration such as \"90s\", \"30m\" or \"2h\", or "
+                  "whole seconds");
         }
     }
 
@@ -641,17 +622,18 @@ std::expected<uint64_t, std::string> parse_duration(std::string_view text) {
     }
     uint64_t n = 0;
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-    if (digits.empty() || end != digits.data() + digits.size() || (ec != std::errc{} && ec != std::errc::result_out_of_range))
-        return std::unexpected(fmt::format("'{}' is not a duration; write \"90s\", \"30m\", \"2h\" or whole "
-                                           "seconds, or 0 for none",
-                                           text));
+    if (digits.empty() || end != digits.data() + digits.size() ||
+        (ec != std::errc{} && ec != std::errc::result_out_of_range))
+        return std::unexpected(
+            fmt::format("'{}' is not a duration; write \"90s\", \"30m\", \"2h\" or whole "
+                        "seconds, or 0 for none",
+                        text));
     if (ec == std::errc::result_out_of_range || n > kTimeoutMax / unit)
         return std::unexpected(fmt::format("'{}' is longer than a year; leave the timeout out for none", text));
     return n * unit;
 }
 
-std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text,
-                                                     std::string_view filename) {
+std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text, std::string_view filename) {
     // toml++ reports syntax errors by exception or by result, depending on
     // how it was configured; both end up as one diagnostic.
 #if TOML_EXCEPTIONS

@@ -66,8 +66,8 @@ inline std::string lowercase(std::string_view s) {
 
 // The proxy variables confine sets for a job with domains; a policy may
 // neither keep nor set them.
-inline constexpr std::string_view kProxyEnv[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
-                                                 "https_proxy", "NO_PROXY",   "no_proxy"};
+inline constexpr std::string_view kProxyEnv[] = {"HTTP_PROXY",  "HTTPS_PROXY", "http_proxy",
+                                                 "https_proxy", "NO_PROXY",    "no_proxy"};
 
 // A [limits] value as written. Unset and Max both leave the kernel's
 // default ("max") in place: nothing is written.
@@ -104,8 +104,7 @@ struct Policy {
 };
 
 // Every error found, not only the first.
-std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text,
-                                                     std::string_view filename);
+std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text, std::string_view filename);
 // Reads and parses FILE; all diagnostics joined in the error message.
 Result<Policy> parse_file(const std::string& file);
 
@@ -148,7 +147,7 @@ struct CompiledLimits {
 
 struct Compiled {
     Mode mode = Mode::Enforce;
-    std::vector<FsEntry> fs;  // sorted by prefix, one entry per distinct prefix
+    std::vector<FsEntry> fs;      // sorted by prefix, one entry per distinct prefix
     bool exec_allowlist = false;  // [filesystem] exec given: only it may run
     // Ancestors of rules that grant less than write. Moving one would carry
     // that rule's files to paths it doesn't cover, so none can be renamed
@@ -163,7 +162,7 @@ struct Compiled {
     std::vector<std::string> git_protected;
     std::vector<Endpoint> connect, bind;
     std::vector<Domain> domains;  // non-empty: the job gets a filtering proxy
-    uint64_t families = 0;  // bit N: sockets of address family N may be created
+    uint64_t families = 0;        // bit N: sockets of address family N may be created
     bool user_namespaces = false;
     std::vector<std::string> env_keep;
     std::vector<std::pair<std::string, std::string>> env_set;

@@ -21,7 +21,9 @@ policy::Domain domain(std::string name, std::vector<uint16_t> ports = {80, 443})
 
 // Whether the job's proxy, with the filter for DOMAINS, lets URL (the
 // request target as the client sent it) through.
-bool passes(const std::string& filter, const std::string& url) { return UrlFilter(filter).passes(url); }
+bool passes(const std::string& filter, const std::string& url) {
+    return UrlFilter(filter).passes(url);
+}
 
 TEST(ProxyFilter, ExactNameOnItsPorts) {
     const std::string f = proxy_filter({domain("api.example.com")});
@@ -40,10 +42,9 @@ TEST(ProxyFilter, WildcardIsSubdomainsOnlyAndCantRunIntoAUserPortOrPath) {
     for (std::string_view ok : {"codeload.github.com:443", "a.b-c.github.com:443", "http://x.github.com/a"})
         EXPECT_TRUE(passes(f, std::string(ok))) << ok;
     // The bypasses an fnmatch '*' allows: '/', '@' and ':' inside the match.
-    for (std::string_view no :
-         {"github.com:443", "evilgithub.com:443", "localhost:443/.github.com:443", "http://localhost:2222/x/.github.com/",
-          "http://user@localhost/.github.com/", "http://x.github.com@evil.test/", "localhost:22#.github.com:443",
-          "x.github.com:22"})
+    for (std::string_view no : {"github.com:443", "evilgithub.com:443", "localhost:443/.github.com:443",
+                                "http://localhost:2222/x/.github.com/", "http://user@localhost/.github.com/",
+                                "http://x.github.com@evil.test/", "localhost:22#.github.com:443", "x.github.com:22"})
         EXPECT_FALSE(passes(f, std::string(no))) << no;
 }
 
@@ -51,8 +52,8 @@ TEST(ProxyFilter, AGivenPortReplacesEightyAndFourFortyThree) {
     const std::string f = proxy_filter({domain("m.test", {8080})});
     EXPECT_TRUE(passes(f, "m.test:8080"));
     EXPECT_TRUE(passes(f, "http://m.test:8080/v1/messages"));
-    for (std::string_view no : {"m.test:443", "http://m.test/", "http://m.test:80/", "http://m.test:80800/",
-                                "m.test:80800"})
+    for (std::string_view no :
+         {"m.test:443", "http://m.test/", "http://m.test:80/", "http://m.test:80800/", "m.test:80800"})
         EXPECT_FALSE(passes(f, std::string(no))) << no;
 }
 
@@ -86,14 +87,14 @@ TEST(ProxyRefusal, EnforceModeRecordsTheFiltersRefusals) {
     EXPECT_EQ(proxy_refusal(log_line("NOTICE", "Proxying refused on filtered url \"http://Denied.test/x\""), nullptr),
               "denied.test:80");
     // Cut at 800 bytes: the closing quote is lost, the refusal is not.
-    const std::string cut = log_line("NOTICE", "Proxying refused on filtered url \"http://denied.test/" +
-                                                   std::string(1000, 'A') + "\"")
-                                .substr(0, 798);
+    const std::string cut =
+        log_line("NOTICE", "Proxying refused on filtered url \"http://denied.test/" + std::string(1000, 'A') + "\"")
+            .substr(0, 798);
     EXPECT_EQ(proxy_refusal(cut, nullptr), "denied.test:80");
     // What a client sent, echoed inside another message, is no refusal.
-    EXPECT_EQ(proxy_refusal(log_line("ERROR", "Bad header: Proxying refused on filtered url \"forged.test:443\""),
-                            nullptr),
-              std::nullopt);
+    EXPECT_EQ(
+        proxy_refusal(log_line("ERROR", "Bad header: Proxying refused on filtered url \"forged.test:443\""), nullptr),
+        std::nullopt);
     EXPECT_EQ(proxy_refusal(log_line("INFO", "Established connection to host \"allowed.test\""), nullptr),
               std::nullopt);
 }
@@ -135,9 +136,9 @@ TEST(ProxyRefusal, AuditModeJudgesEachRequestAsTheFilterWould) {
                             &judge),
               "allowed.test\r:0");
     // A request line inside another message is no request.
-    EXPECT_EQ(proxy_refusal(log_line("ERROR", "Bad header: x Request (file descriptor 9): GET http://forged.test/"),
-                            &judge),
-              std::nullopt);
+    EXPECT_EQ(
+        proxy_refusal(log_line("ERROR", "Bad header: x Request (file descriptor 9): GET http://forged.test/"), &judge),
+        std::nullopt);
 }
 
 }  // namespace

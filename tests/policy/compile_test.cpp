@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 
 constexpr uint8_t kNone = 0, kRX = kRead | kExec, kRWX = kRead | kWrite | kExec;
 
-
 std::vector<std::string> prefixes(const Compiled& c) {
     std::vector<std::string> out;
     for (const auto& e : c.fs) out.push_back(e.prefix);
@@ -124,9 +123,8 @@ TEST_F(Compile, ExpandsEachVariable) {
 [filesystem]
 read = ["{workdir}/a", "{home}/b", "{tmp}/c", "{user_home}/d", "{workdir}"]
 )");
-    EXPECT_EQ(prefixes(c),
-              (std::vector<std::string>{at("/jobhome/b"), at("/jobtmp/c"), at("/user/d"),
-                                        at("/user/work"), at("/user/work/a")}));
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/jobhome/b"), at("/jobtmp/c"), at("/user/d"), at("/user/work"),
+                                                     at("/user/work/a")}));
 }
 
 TEST_F(Compile, NormalizesRulesLexically) {
@@ -150,8 +148,8 @@ TEST_F(Compile, RejectsDotDotInAVariablesValue) {
     vars_.workdir = at("/a/../b");
     auto c = compile(p, vars_);
     ASSERT_FALSE(c);
-    EXPECT_EQ(c.error().message, "p.toml:4:10: rule '{workdir}/x' expands to '" + at("/a/../b/x") +
-                                     "', which contains '..'");
+    EXPECT_EQ(c.error().message,
+              "p.toml:4:10: rule '{workdir}/x' expands to '" + at("/a/../b/x") + "', which contains '..'");
 }
 
 TEST_F(Compile, RejectsRelativeVariablesAndUnknownOnes) {
@@ -184,8 +182,7 @@ TEST_F(Compile, ResolvesSymlinksInRules) {
 [filesystem]
 read = ["@/abs/sub", "@/rel/sub/x", "@/chain/sub/y"]
 )");
-    EXPECT_EQ(prefixes(c),
-              (std::vector<std::string>{at("/real/sub"), at("/real/sub/x"), at("/real/sub/y")}));
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/real/sub"), at("/real/sub/x"), at("/real/sub/y")}));
 }
 
 TEST_F(Compile, KeepsTheMissingTailOfARuleAfterResolvingItsExistingPart) {
@@ -196,8 +193,8 @@ TEST_F(Compile, KeepsTheMissingTailOfARuleAfterResolvingItsExistingPart) {
 [filesystem]
 deny = ["@/link/not/yet/there", "@/real/file/below", "@/missing"]
 )");
-    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/missing"), at("/real/file/below"),
-                                                     at("/real/not/yet/there")}));
+    EXPECT_EQ(prefixes(c),
+              (std::vector<std::string>{at("/missing"), at("/real/file/below"), at("/real/not/yet/there")}));
 }
 
 TEST_F(Compile, FollowsADanglingSymlinkToWhereTheKernelWouldCreate) {
@@ -335,8 +332,8 @@ exec = ["@/usr/bin", "@/opt/tool"]
     EXPECT_EQ(access_at(c, at("/user/work/a.out")), kRead | kWrite);
     // Listing a path for exec grants nothing by itself, but still gets an entry.
     EXPECT_EQ(access_at(c, at("/opt/tool/run")), kNone);
-    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/opt/tool"), at("/user/work"), at("/usr"),
-                                                     at("/usr/bin"), at("/usr/bin/bad")}));
+    EXPECT_EQ(prefixes(c), (std::vector<std::string>{at("/opt/tool"), at("/user/work"), at("/usr"), at("/usr/bin"),
+                                                     at("/usr/bin/bad")}));
 }
 
 TEST_F(Compile, EmptyExecListForbidsAllExecution) {
@@ -377,8 +374,7 @@ TEST_F(Compile, RulePathMustFitTheBpfKey) {
     auto bad = compile(policy("version = 1\n[filesystem]\ndeny = [\"" + too_long + "\"]\n"), vars_);
     ASSERT_FALSE(bad);
     EXPECT_EQ(bad.error().message,
-              "p.toml:3:9: rule '" + too_long + "' resolves to a path of 248 bytes ('" +
-                  too_long.substr(0, 40) +
+              "p.toml:3:9: rule '" + too_long + "' resolves to a path of 248 bytes ('" + too_long.substr(0, 40) +
                   "...'); rule paths may have at most 247 bytes (CONFINE_RULE_PATH_MAX is 248 with "
                   "the trailing '/')");
 }
@@ -389,8 +385,7 @@ TEST_F(Compile, PathLimitAppliesAfterSymlinkResolution) {
     fs::create_directory_symlink(long_dir, at("/short"));
     auto c = compile(policy("version = 1\n[filesystem]\nread = [\"@/short\"]\n"), vars_);
     ASSERT_FALSE(c);
-    EXPECT_NE(c.error().message.find("rule '" + at("/short") + "' resolves to a path of 251 bytes"),
-              std::string::npos)
+    EXPECT_NE(c.error().message.find("rule '" + at("/short") + "' resolves to a path of 251 bytes"), std::string::npos)
         << c.error().message;
 }
 
@@ -437,8 +432,9 @@ set = { A = "say \"hi\"", B = "" }
         "# Effective policy: the longest matching path wins; paths not listed are denied.\n"
         "mode = \"audit\"\n"
         "\n[filesystem]\n" +
-        at("/user") + "       none\n" + at("/user/work") + "  read,write,exec\n" + at("/usr") +
-        "        read,exec\n" + listable_line() + "\n[network]\n"
+        at("/user") + "       none\n" + at("/user/work") + "  read,write,exec\n" + at("/usr") + "        read,exec\n" +
+        listable_line() +
+        "\n[network]\n"
         "connect = [\"tcp://127.0.0.1:3128\", \"udp://[::1]:53\", \"unix:/run/p.sock\"]\n"
         "bind = [\"tcp://127.0.0.1:0\"]\n"
         "families = [\"unix\", \"inet\", \"inet6\"]\n"
@@ -464,8 +460,9 @@ TEST_F(Compile, RenderOfAnEmptyPolicy) {
 
 // The paths protect_git adds for a git directory G, as compile() lists them.
 std::vector<std::string> trusted_in(const std::string& g) {
-    return {g + "/branches", g + "/commondir", g + "/config", g + "/config.worktree", g + "/hooks",
-            g + "/objects/info/alternates", g + "/remotes"};
+    return {g + "/branches",        g + "/commondir", g + "/config",
+            g + "/config.worktree", g + "/hooks",     g + "/objects/info/alternates",
+            g + "/remotes"};
 }
 
 std::vector<std::string> sorted(std::vector<std::string> v) {
@@ -473,7 +470,9 @@ std::vector<std::string> sorted(std::vector<std::string> v) {
     return v;
 }
 
-void write(const std::string& path, std::string_view text) { std::ofstream(path) << text; }
+void write(const std::string& path, std::string_view text) {
+    std::ofstream(path) << text;
+}
 
 constexpr std::string_view kProtectWorkdir = R"(version = 1
 [filesystem]
@@ -492,11 +491,11 @@ TEST_F(Compile, ProtectGitMakesWhatGitTrustsReadOnlyInAGitDirectory) {
     // What git itself writes while the agent works stays writable: index,
     // HEAD, refs, objects and packs, commit-graph, lock files, operation
     // state, linked worktrees and submodules (see docs/design.md).
-    for (const char* rel : {"", "/HEAD", "/index", "/config.lock", "/refs/heads/main", "/packed-refs",
-                            "/objects/ab/cdef", "/objects/pack/p.pack", "/objects/info/commit-graph",
-                            "/objects/info/packs", "/info/exclude", "/info/attributes", "/logs/HEAD",
-                            "/rebase-merge/done", "/worktrees/wt/HEAD", "/modules/sub/config",
-                            "/hooks-old", "/configs"})
+    for (const char* rel :
+         {"", "/HEAD", "/index", "/config.lock", "/refs/heads/main", "/packed-refs", "/objects/ab/cdef",
+          "/objects/pack/p.pack", "/objects/info/commit-graph", "/objects/info/packs", "/info/exclude",
+          "/info/attributes", "/logs/HEAD", "/rebase-merge/done", "/worktrees/wt/HEAD", "/modules/sub/config",
+          "/hooks-old", "/configs"})
         EXPECT_EQ(access_at(c, g + rel), kRWX) << rel;
     // Every directory above a protected path is a guard: `mv .git g; echo x >
     // g/commondir; mv g .git` is refused at the first rename.
@@ -554,7 +553,8 @@ protect_git = ["{workdir}"]
 [filesystem]
 write = ["{workdir}", "@/main"]
 protect_git = ["{workdir}"]
-)").git_protected,
+)")
+                  .git_protected,
               sorted(want));
 }
 
@@ -764,8 +764,8 @@ TEST(CompileLimits, RenderShowsTheLimitsThatAreSet) {
 
 TEST(CompileDomains, RenderShowsThemWithTheirPorts) {
     Policy p;
-    for (auto [name, ports] : {std::pair<std::string, std::vector<uint16_t>>{"*.github.com", {80, 443}},
-                               {"m.test", {8080}}})
+    for (auto [name, ports] :
+         {std::pair<std::string, std::vector<uint16_t>>{"*.github.com", {80, 443}}, {"m.test", {8080}}})
         p.net.domains.push_back({name, ports, name, {}});
     auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
     ASSERT_TRUE(c) << c.error().message;

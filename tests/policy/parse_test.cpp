@@ -90,8 +90,8 @@ set = { EXAMPLE = "value", B_2 = "" }
     EXPECT_EQ(p.net.connect[0].where.line, 12);
     EXPECT_EQ(p.net.connect[0].where.col, 12);
     EXPECT_EQ(p.net.connect[1].kind, Endpoint::Kind::Udp);
-    EXPECT_EQ(p.net.connect[1].addr, (std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0,
-                                                              0, 0, 0, 0, 0, 0, 1}));
+    EXPECT_EQ(p.net.connect[1].addr,
+              (std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}));
     EXPECT_EQ(p.net.connect[1].port, 53);
     EXPECT_EQ(p.net.connect[2].kind, Endpoint::Kind::Unix);
     EXPECT_EQ(p.net.connect[2].name, "/run/proxy.sock");
@@ -105,8 +105,7 @@ set = { EXAMPLE = "value", B_2 = "" }
     EXPECT_TRUE(p.user_namespaces);
     EXPECT_EQ(p.env_keep, (Lines{"PATH", "LANG"}));
     // toml++ orders a table's keys by name.
-    EXPECT_EQ(p.env_set, (std::vector<std::pair<std::string, std::string>>{{"B_2", ""},
-                                                                           {"EXAMPLE", "value"}}));
+    EXPECT_EQ(p.env_set, (std::vector<std::pair<std::string, std::string>>{{"B_2", ""}, {"EXAMPLE", "value"}}));
 }
 
 TEST(Parse, OmittedKeysTakeDefaults) {
@@ -152,8 +151,7 @@ TEST(Parse, Ipv4MappedIpv6IsTheSameAddressAsIpv4) {
 TEST(Parse, UnixNamesUpTo107BytesFit) {
     std::string path = "/" + std::string(106, 'p');
     std::string name(107, 'n');
-    Policy p = parse_ok("version = 1\n[network]\nconnect = [\"unix:" + path +
-                        "\", \"unix-abstract:" + name + "\"]\n");
+    Policy p = parse_ok("version = 1\n[network]\nconnect = [\"unix:" + path + "\", \"unix-abstract:" + name + "\"]\n");
     ASSERT_EQ(p.net.connect.size(), 2u);
     EXPECT_EQ(p.net.connect[0].name, path);
     EXPECT_EQ(p.net.connect[1].name, name);
@@ -190,19 +188,16 @@ TEST(ParseErrors, WrongTypes) {
     // An element of the wrong type is reported at the element.
     EXPECT_EQ(errors("version = 1\n[filesystem]\nread = [\"/usr\", 3]\n"),
               (Lines{"p.toml:3:17: filesystem.read must be an array of strings"}));
-    EXPECT_EQ(errors("version = 1\nfilesystem = 1\n"),
-              (Lines{"p.toml:2:14: filesystem must be a table"}));
+    EXPECT_EQ(errors("version = 1\nfilesystem = 1\n"), (Lines{"p.toml:2:14: filesystem must be a table"}));
     EXPECT_EQ(errors("version = 1\n[network]\nbind = [1]\n"),
               (Lines{"p.toml:3:9: network.bind must be an array of strings"}));
     EXPECT_EQ(errors("version = 1\n[process]\nuser_namespaces = \"no\"\n"),
               (Lines{"p.toml:3:19: process.user_namespaces must be true or false"}));
     EXPECT_EQ(errors("version = 1\n[env]\nkeep = \"PATH\"\n"),
               (Lines{"p.toml:3:8: env.keep must be an array of strings"}));
-    EXPECT_EQ(
-        errors("version = 1\n[env]\nset = [\"A=1\"]\n"),
-        (Lines{"p.toml:3:7: env.set must be a table of strings, such as { NAME = \"value\" }"}));
-    EXPECT_EQ(errors("version = 1\n[env]\nset = { A = 1 }\n"),
-              (Lines{"p.toml:3:13: env.set.A must be a string"}));
+    EXPECT_EQ(errors("version = 1\n[env]\nset = [\"A=1\"]\n"),
+              (Lines{"p.toml:3:7: env.set must be a table of strings, such as { NAME = \"value\" }"}));
+    EXPECT_EQ(errors("version = 1\n[env]\nset = { A = 1 }\n"), (Lines{"p.toml:3:13: env.set.A must be a string"}));
 }
 
 TEST(Parse, FamiliesByName) {
@@ -229,8 +224,7 @@ TEST(ParseErrors, EachMalformedEndpointIsRejectedWithAReason) {
         std::string reason;
     };
     const std::vector<Case> connect_cases = {
-        {"http://1.2.3.4:80",
-         "expected tcp://IP:PORT, udp://IP:PORT, unix:/PATH or unix-abstract:NAME"},
+        {"http://1.2.3.4:80", "expected tcp://IP:PORT, udp://IP:PORT, unix:/PATH or unix-abstract:NAME"},
         {"tcp://1.2.3.4", "missing ':PORT' after the address"},
         {"tcp://1.2.3.4:", "port '' is not a number from 0 to 65535"},
         {"tcp://1.2.3.4:65536", "port '65536' is not a number from 0 to 65535"},
@@ -251,20 +245,17 @@ TEST(ParseErrors, EachMalformedEndpointIsRejectedWithAReason) {
         {"unix:run/x.sock", "a unix socket path must be absolute"},
         {"unix:/" + std::string(107, 'p'), "unix socket path is 108 bytes; at most 107 fit"},
         {"unix-abstract:", "an abstract socket name must be 1 to 107 bytes"},
-        {"unix-abstract:" + std::string(108, 'n'),
-         "an abstract socket name must be 1 to 107 bytes"},
+        {"unix-abstract:" + std::string(108, 'n'), "an abstract socket name must be 1 to 107 bytes"},
     };
     for (const auto& c : connect_cases) {
-        EXPECT_EQ(
-            errors("version = 1\n[network]\nconnect = [\"" + c.text + "\"]\n"),
-            (Lines{"p.toml:3:12: network.connect: bad endpoint '" + c.text + "': " + c.reason}))
+        EXPECT_EQ(errors("version = 1\n[network]\nconnect = [\"" + c.text + "\"]\n"),
+                  (Lines{"p.toml:3:12: network.connect: bad endpoint '" + c.text + "': " + c.reason}))
             << c.text;
     }
 }
 
 TEST(ParseErrors, BindAllowsPortZeroButConnectDoesNot) {
-    EXPECT_EQ(errors("version = 1\n[network]\nbind = [\"tcp://127.0.0.1:0\", \"udp://[::1]:0\"]\n"),
-              Lines{});
+    EXPECT_EQ(errors("version = 1\n[network]\nbind = [\"tcp://127.0.0.1:0\", \"udp://[::1]:0\"]\n"), Lines{});
     EXPECT_EQ(errors("version = 1\n[network]\nconnect = [\"udp://[::1]:0\"]\n"),
               (Lines{"p.toml:3:12: network.connect: bad endpoint 'udp://[::1]:0': port 0 is only "
                      "allowed in network.bind"}));
@@ -287,11 +278,8 @@ TEST(ParseErrors, MisplacedVariablesAndBraces) {
     EXPECT_EQ(one("/x/{home}"),
               "p.toml:3:10: filesystem.write: path '/x/{home}' has variable "
               "{home} in the middle; variables may only start a path");
-    EXPECT_EQ(
-        one("{home}x"),
-        "p.toml:3:10: filesystem.write: path '{home}x' has variable {home} not followed by '/'");
-    EXPECT_EQ(one("{home"),
-              "p.toml:3:10: filesystem.write: path '{home' has a '{' without a closing '}'");
+    EXPECT_EQ(one("{home}x"), "p.toml:3:10: filesystem.write: path '{home}x' has variable {home} not followed by '/'");
+    EXPECT_EQ(one("{home"), "p.toml:3:10: filesystem.write: path '{home' has a '{' without a closing '}'");
     EXPECT_EQ(one("/a}"), "p.toml:3:10: filesystem.write: path '/a}' has a stray '}'");
     EXPECT_EQ(one("{home}/a{"), "p.toml:3:10: filesystem.write: path '{home}/a{' has a stray '{'");
 }
@@ -334,35 +322,28 @@ TEST(ParseErrors, BadVersion) {
               (Lines{"p.toml:1:11: unsupported policy version 2; this confine reads version 1"}));
     EXPECT_EQ(errors("version = \"1\"\n"), (Lines{"p.toml:1:11: version must be the integer 1"}));
     EXPECT_EQ(errors("version = 1.0\n"), (Lines{"p.toml:1:11: version must be the integer 1"}));
-    EXPECT_EQ(errors("mode = \"audit\"\n"),
-              (Lines{"p.toml:1:1: missing 'version = 1' at the top of the policy"}));
+    EXPECT_EQ(errors("mode = \"audit\"\n"), (Lines{"p.toml:1:1: missing 'version = 1' at the top of the policy"}));
 }
 
 TEST(ParseErrors, BadMode) {
     EXPECT_EQ(errors("version = 1\nmode = \"permissive\"\n"),
               (Lines{"p.toml:2:8: mode must be \"enforce\" or \"audit\""}));
-    EXPECT_EQ(errors("version = 1\nmode = true\n"),
-              (Lines{"p.toml:2:8: mode must be \"enforce\" or \"audit\""}));
+    EXPECT_EQ(errors("version = 1\nmode = true\n"), (Lines{"p.toml:2:8: mode must be \"enforce\" or \"audit\""}));
 }
 
 TEST(ParseErrors, BadEnvNames) {
-    EXPECT_EQ(
-        errors("version = 1\n[env]\nkeep = [\"PATH\", \"A-B\", \"1X\", \"\"]\n"),
-        (Lines{"p.toml:3:17: env.keep: 'A-B' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
-               "p.toml:3:24: env.keep: '1X' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
-               "p.toml:3:30: env.keep: '' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)"}));
-    EXPECT_EQ(
-        errors("version = 1\n[env]\nset = { \"A B\" = \"x\" }\n"),
-        (Lines{
-            "p.toml:3:9: env.set: 'A B' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)"}));
+    EXPECT_EQ(errors("version = 1\n[env]\nkeep = [\"PATH\", \"A-B\", \"1X\", \"\"]\n"),
+              (Lines{"p.toml:3:17: env.keep: 'A-B' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                     "p.toml:3:24: env.keep: '1X' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                     "p.toml:3:30: env.keep: '' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)"}));
+    EXPECT_EQ(errors("version = 1\n[env]\nset = { \"A B\" = \"x\" }\n"),
+              (Lines{"p.toml:3:9: env.set: 'A B' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)"}));
 }
 
 TEST(ParseErrors, HomeAndTmpdirBelongToConfine) {
-    EXPECT_EQ(
-        errors("version = 1\n[env]\nkeep = [\"HOME\"]\nset = { TMPDIR = \"/tmp\" }\n"),
-        (Lines{
-            "p.toml:3:9: env.keep: HOME is set by confine (to {home}) and can't be kept or set",
-            "p.toml:4:9: env.set: TMPDIR is set by confine (to {tmp}) and can't be kept or set"}));
+    EXPECT_EQ(errors("version = 1\n[env]\nkeep = [\"HOME\"]\nset = { TMPDIR = \"/tmp\" }\n"),
+              (Lines{"p.toml:3:9: env.keep: HOME is set by confine (to {home}) and can't be kept or set",
+                     "p.toml:4:9: env.set: TMPDIR is set by confine (to {tmp}) and can't be kept or set"}));
 }
 
 TEST(ParseErrors, SyntaxErrorCarriesTomlPosition) {
@@ -387,23 +368,22 @@ user_namespaces = 1
 keep = ["HOME"]
 [extra]
 )");
-    EXPECT_EQ(
-        e, (Lines{
-               "p.toml:1:11: unsupported policy version 3; this confine reads version 1",
-               "p.toml:2:8: mode must be \"enforce\" or \"audit\"",
-               "p.toml:4:9: filesystem.read: path 'usr' is relative; a rule must start with "
-               "'/' or a variable such as {workdir}",
-               "p.toml:4:23: filesystem.read: path '{nope}' uses unknown variable '{nope}'; "
-               "expected {workdir}, {home}, {tmp} or {user_home}",
-               "p.toml:5:1: unknown key 'filesystem.writ'; expected one of read, write, "
-               "deny_write, deny, exec, protect_git",
-               "p.toml:7:12: network.connect: bad endpoint 'tcp://proxy:3128': 'proxy' is not "
-               "an IP address; host names are not allowed, use an IP literal such as 127.0.0.1",
-               "p.toml:9:19: process.user_namespaces must be true or false",
-               "p.toml:11:9: env.keep: HOME is set by confine (to {home}) and can't be kept or set",
-               "p.toml:12:2: unknown table 'extra'; expected one of filesystem, network, "
-               "process, env, limits",
-           }));
+    EXPECT_EQ(e, (Lines{
+                     "p.toml:1:11: unsupported policy version 3; this confine reads version 1",
+                     "p.toml:2:8: mode must be \"enforce\" or \"audit\"",
+                     "p.toml:4:9: filesystem.read: path 'usr' is relative; a rule must start with "
+                     "'/' or a variable such as {workdir}",
+                     "p.toml:4:23: filesystem.read: path '{nope}' uses unknown variable '{nope}'; "
+                     "expected {workdir}, {home}, {tmp} or {user_home}",
+                     "p.toml:5:1: unknown key 'filesystem.writ'; expected one of read, write, "
+                     "deny_write, deny, exec, protect_git",
+                     "p.toml:7:12: network.connect: bad endpoint 'tcp://proxy:3128': 'proxy' is not "
+                     "an IP address; host names are not allowed, use an IP literal such as 127.0.0.1",
+                     "p.toml:9:19: process.user_namespaces must be true or false",
+                     "p.toml:11:9: env.keep: HOME is set by confine (to {home}) and can't be kept or set",
+                     "p.toml:12:2: unknown table 'extra'; expected one of filesystem, network, "
+                     "process, env, limits",
+                 }));
 }
 
 // ---- [limits] ----
@@ -466,32 +446,37 @@ TEST(ParseErrors, LimitsSayWhatIsWrongAndWhatToWrite) {
     EXPECT_EQ(err("memory = \"-1G\""), (Lines{"p.toml:3:10: limits.memory: \"-1G\" is negative; " + size_forms}));
     EXPECT_EQ(err("memory = \"512MB\""), (Lines{"p.toml:3:10: limits.memory: \"512MB\" is not a size; " + size_forms}));
     EXPECT_EQ(err("memory = \"512 M\""), (Lines{"p.toml:3:10: limits.memory: \"512 M\" is not a size; " + size_forms}));
-    EXPECT_EQ(err("memory = \"1.5\""), (Lines{"p.toml:3:10: limits.memory: \"1.5\" is not a whole number; " + size_forms}));
-    EXPECT_EQ(err("memory = 1.5e9"), (Lines{"p.toml:3:10: limits.memory: 1500000000 is not a whole number; " + size_forms}));
+    EXPECT_EQ(err("memory = \"1.5\""),
+              (Lines{"p.toml:3:10: limits.memory: \"1.5\" is not a whole number; " + size_forms}));
+    EXPECT_EQ(err("memory = 1.5e9"),
+              (Lines{"p.toml:3:10: limits.memory: 1500000000 is not a whole number; " + size_forms}));
     EXPECT_EQ(err("memory = \"150%\""),
               (Lines{"p.toml:3:10: limits.memory: \"150%\" is more than the whole machine; " + size_forms}));
     EXPECT_EQ(err("memory = 0"),
               (Lines{"p.toml:3:10: limits.memory: 0 would stop the job from running at all; " + size_forms}));
-    EXPECT_EQ(err("memory = true"),
-              (Lines{"p.toml:3:10: limits.memory must be a number or a string; " + size_forms}));
+    EXPECT_EQ(err("memory = true"), (Lines{"p.toml:3:10: limits.memory must be a number or a string; " + size_forms}));
     EXPECT_EQ(err("swap = \"lots\""), (Lines{"p.toml:3:8: limits.swap: \"lots\" is not a size; " + size_forms}));
 
-    EXPECT_EQ(err("pids = 0"), (Lines{"p.toml:3:8: limits.pids: 0 would stop the job from running at all; " + task_forms}));
+    EXPECT_EQ(err("pids = 0"),
+              (Lines{"p.toml:3:8: limits.pids: 0 would stop the job from running at all; " + task_forms}));
     EXPECT_EQ(err("pids = -5"), (Lines{"p.toml:3:8: limits.pids: -5 is negative; " + task_forms}));
-    EXPECT_EQ(err("pids = \"50%\""), (Lines{"p.toml:3:8: limits.pids: \"50%\" is not a number of tasks; " + task_forms}));
+    EXPECT_EQ(err("pids = \"50%\""),
+              (Lines{"p.toml:3:8: limits.pids: \"50%\" is not a number of tasks; " + task_forms}));
     EXPECT_EQ(err("pids = 10.5"), (Lines{"p.toml:3:8: limits.pids: 10.5 is not a whole number; " + task_forms}));
     EXPECT_EQ(err("pids = 5000000"),
               (Lines{"p.toml:3:8: limits.pids: 5000000 is more than the kernel allows (4194304); " + task_forms}));
 
     EXPECT_EQ(err("cpu = 0.001"),
               (Lines{"p.toml:3:7: limits.cpu: 0.001 is less than the kernel's minimum of 0.01 CPUs (1 ms per 100 "
-                     "ms); " + cpu_forms}));
+                     "ms); " +
+                     cpu_forms}));
     EXPECT_EQ(err("cpu = -1.5"), (Lines{"p.toml:3:7: limits.cpu: -1.5 is negative; " + cpu_forms}));
     EXPECT_EQ(err("cpu = \"fast\""), (Lines{"p.toml:3:7: limits.cpu: \"fast\" is not a number of CPUs; " + cpu_forms}));
     EXPECT_EQ(err("cpu = \"2G\""), (Lines{"p.toml:3:7: limits.cpu: \"2G\" is not a number of CPUs; " + cpu_forms}));
     EXPECT_EQ(err("cpu = \"0%\""),
               (Lines{"p.toml:3:7: limits.cpu: \"0%\" would stop the job from running at all; " + cpu_forms}));
-    EXPECT_EQ(err("cpu = 1e9"), (Lines{"p.toml:3:7: limits.cpu: 1000000000 is more CPUs than any machine has; " + cpu_forms}));
+    EXPECT_EQ(err("cpu = 1e9"),
+              (Lines{"p.toml:3:7: limits.cpu: 1000000000 is more CPUs than any machine has; " + cpu_forms}));
 
     EXPECT_EQ(err("timeout = \"1d\""),
               (Lines{"p.toml:3:11: limits.timeout: '1d' is not a duration; write \"90s\", \"30m\", \"2h\" or whole "
@@ -542,8 +527,7 @@ TEST(ParseErrors, DomainsSayWhatIsWrong) {
     for (std::string_view bad : {"", "*", "*.", "a*.example.com", "*.*.example.com", "exa mple.com", "-a.example.com",
                                  "a..example.com", "example.com/path", "user@example.com", "10.0.0.256"})
         EXPECT_EQ(err(bad), (Lines{where + std::string(bad) + "': " + name_forms})) << bad;
-    EXPECT_EQ(err(std::string(64, 'a') + ".com"),
-              (Lines{where + std::string(64, 'a') + ".com': " + name_forms}));
+    EXPECT_EQ(err(std::string(64, 'a') + ".com"), (Lines{where + std::string(64, 'a') + ".com': " + name_forms}));
 }
 
 TEST(ParseErrors, ProxyVariablesAreConfinesWhenDomainsAreGiven) {
@@ -570,8 +554,9 @@ TEST(ParseDuration, SecondsMinutesHoursOrWholeSeconds) {
     for (const char* bad : {"", "s", "1.5s", "-1s", "1d", "10 s", " 10s", "1h30m", "ten", "0x10"}) {
         auto d = parse_duration(bad);
         ASSERT_FALSE(d) << "'" << bad << "' parsed as " << *d;
-        EXPECT_EQ(d.error(), std::string("'") + bad + "' is not a duration; write \"90s\", \"30m\", \"2h\" or "
-                                                      "whole seconds, or 0 for none");
+        EXPECT_EQ(d.error(), std::string("'") + bad +
+                                 "' is not a duration; write \"90s\", \"30m\", \"2h\" or "
+                                 "whole seconds, or 0 for none");
     }
     for (const char* big : {"8761h", "99999999999999999999999s"})
         EXPECT_EQ(parse_duration(big).error(),
@@ -615,10 +600,9 @@ TEST_F(ParseFile, JoinsAllDiagnosticsWithNewlines) {
     write("version = 1\nmode = \"x\"\n[filesystem]\nread = [\"usr\"]\n");
     auto p = parse_file(path_);
     ASSERT_FALSE(p);
-    EXPECT_EQ(p.error().message,
-              path_ + ":2:8: mode must be \"enforce\" or \"audit\"\n" + path_ +
-                  ":4:9: filesystem.read: path 'usr' is relative; a rule must start with '/' or a "
-                  "variable such as {workdir}");
+    EXPECT_EQ(p.error().message, path_ + ":2:8: mode must be \"enforce\" or \"audit\"\n" + path_ +
+                                     ":4:9: filesystem.read: path 'usr' is relative; a rule must start with '/' or a "
+                                     "variable such as {workdir}");
 }
 
 TEST_F(ParseFile, MissingFileNamesTheFileAndTheReason) {
@@ -642,11 +626,10 @@ TEST(DefaultPolicy, ParsesToTheContractsDefault) {
     Policy p = default_policy();
     EXPECT_EQ(p.source, "<default>");
     EXPECT_EQ(p.mode, Mode::Enforce);
-    EXPECT_EQ(paths(p.fs.read),
-              (Lines{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
-                     "/nix/store", "/proc", "/sys", "/dev/random", "/dev/urandom"}));
-    EXPECT_EQ(paths(p.fs.write), (Lines{"{workdir}", "{home}", "{tmp}", "/dev/null", "/dev/zero",
-                                        "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx", "/dev/shm"}));
+    EXPECT_EQ(paths(p.fs.read), (Lines{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+                                       "/nix/store", "/proc", "/sys", "/dev/random", "/dev/urandom"}));
+    EXPECT_EQ(paths(p.fs.write), (Lines{"{workdir}", "{home}", "{tmp}", "/dev/null", "/dev/zero", "/dev/full",
+                                        "/dev/tty", "/dev/pts", "/dev/ptmx", "/dev/shm"}));
     EXPECT_TRUE(p.fs.deny_write.empty());
     EXPECT_EQ(paths(p.fs.protect_git), (Lines{"{workdir}"}));
     EXPECT_EQ(paths(p.fs.deny), (Lines{"{user_home}"}));

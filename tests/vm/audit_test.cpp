@@ -13,8 +13,8 @@ using AuditTest = VmTest;
 
 TEST_F(AuditTest, OneLinePerDenial) {
     // Exactly two denied accesses, with allowed ones around them.
-    const std::string cmd = fmt::format("cat /etc/hostname >/dev/null; cat {}; cat {}; echo ok > f", kSshKey,
-                                        kClaudeCreds);
+    const std::string cmd =
+        fmt::format("cat /etc/hostname >/dev/null; cat {}; cat {}; echo ok > f", kSshKey, kClaudeCreds);
     Result control = run_unconfined(cmd);
     ASSERT_EQ(control.status, 0) << control.describe();
 
@@ -78,8 +78,10 @@ TEST_F(AuditTest, EveryDenialIsLoggedOrCountedAsLost) {
     ASSERT_EQ(r.out, fmt::format("{}\n", kAttempts)) << r.describe();
     int64_t logged = 0, lost = 0;
     for (const auto& l : r.audit) {
-        if (l.str("op") == "lost") lost += l.num("count").value_or(0);
-        else if (l.str("op") == "open_read" && l.str("target") == kSshKey) logged++;
+        if (l.str("op") == "lost")
+            lost += l.num("count").value_or(0);
+        else if (l.str("op") == "open_read" && l.str("target") == kSshKey)
+            logged++;
     }
     EXPECT_EQ(logged + lost, kAttempts) << "logged " << logged << ", lost " << lost;
     EXPECT_GT(logged, 0);

@@ -43,8 +43,8 @@ constexpr auto npos = std::string::npos;
     auto n = std::count_if(r.audit.begin(), r.audit.end(),
                            [&](const AuditLine& l) { return l.str("op") == op && l.str("target") == target; });
     if (n != 1)
-        return ::testing::AssertionFailure() << "expected exactly one audit line with op " << op << " and target '"
-                                             << target << "', found " << n;
+        return ::testing::AssertionFailure()
+               << "expected exactly one audit line with op " << op << " and target '" << target << "', found " << n;
     const AuditLine& l = *find_line(r, op, target);
     auto fail = [&](const std::string& what) {
         return ::testing::AssertionFailure() << "audit line " << l.raw << ": " << what;
@@ -127,12 +127,10 @@ TEST_F(BoundaryMoreTest, SourceRoutesAreRefused) {
     };
     const std::vector<Attempt> attempts = {
         {{"hold,udp,::1,0", "srcroute,rthdr,::1,held0,::1"}, "setsockopt:EPERM", "setsockopt", AF_INET6},
-        {{"hold,udp,::1,0", "srcroute,rthdr-pktoptions,::1,held0,::1"}, "setsockopt:EPERM", "setsockopt",
-         AF_INET6},
+        {{"hold,udp,::1,0", "srcroute,rthdr-pktoptions,::1,held0,::1"}, "setsockopt:EPERM", "setsockopt", AF_INET6},
         {{"hold,udp,::1,0", "srcroute,rthdr-cmsg,::1,held0,::1,::1"}, "sendmsg:EPERM", "sendmsg", AF_INET6},
         // More control messages than the hook reads are refused; as many pass.
-        {{"hold,udp,::1,0", "cmsgs,8,::1,held0,::1", "cmsgs,9,::1,held0,::1"}, "sendmsg:EPERM", "sendmsg",
-         AF_INET6},
+        {{"hold,udp,::1,0", "cmsgs,8,::1,held0,::1", "cmsgs,9,::1,held0,::1"}, "sendmsg:EPERM", "sendmsg", AF_INET6},
     };
     std::vector<std::vector<std::string>> runs;
     for (const auto& a : attempts) runs.push_back(a.ops);
@@ -290,9 +288,10 @@ TEST_F(BoundaryMoreTest, ASourceRouteSendsPacketsToItsFirstHopNotToTheDestinatio
 // not join a group outside it, and may still make and join its own.
 TEST_F(BoundaryMoreTest, ReusePortCannotJoinAGroupOutsideTheJob) {
     const std::string tport = work() + "/tport", uport = work() + "/uport", stop = work() + "/stop";
-    Process holder = start_unconfined(fmt::format("exec ./vmhelper netproc reuse,tcp,127.0.0.1,0,{} "
-                                                  "reuse,udp,127.0.0.1,0,{} wait,{}",
-                                                  tport, uport, stop));
+    Process holder =
+        start_unconfined(fmt::format("exec ./vmhelper netproc reuse,tcp,127.0.0.1,0,{} "
+                                     "reuse,udp,127.0.0.1,0,{} wait,{}",
+                                     tport, uport, stop));
     ASSERT_TRUE(wait_until([&] { return exists(tport) && exists(uport); }, 60)) << holder.wait(1).describe();
     const std::string pt = read_file(tport).substr(0, read_file(tport).find('\n'));
     const std::string pu = read_file(uport).substr(0, read_file(uport).find('\n'));
@@ -405,7 +404,7 @@ TEST_F(BoundaryMoreTest, UdpSendWithoutADestinationCannotBind) {
         const std::string want = w.call + ":EDESTADDRREQ port ";
         ASSERT_TRUE(c[w.op].starts_with(want)) << control.describe();
         EXPECT_GT(std::stoi(c[w.op].substr(want.size())), 0) << "unconfined, the socket should be bound\n"
-                                                            << control.describe();
+                                                             << control.describe();
     }
     ASSERT_FALSE(HasFailure());
 
@@ -450,8 +449,8 @@ TEST_F(BoundaryMoreTest, ARootJobCannotPlaceAChildInAnotherCgroup) {
     const std::string name = cg.path().substr(cgroup2_mount().size());
 
     Result control = run_root("./vmhelper netproc " + op);
-    EXPECT_EQ(parse_ops(control.out)[op], "ok 0::" + name) << "unconfined, root's child should land in " << name
-                                                          << "\n" << control.describe();
+    EXPECT_EQ(parse_ops(control.out)[op], "ok 0::" + name) << "unconfined, root's child should land in " << name << "\n"
+                                                           << control.describe();
     ASSERT_FALSE(HasFailure());
     ASSERT_EQ(cg.procs(), "");
 

@@ -63,8 +63,8 @@ std::string acl_value(uint32_t uid) {
         uint32_t id;
     };
     const uint32_t undefined = ~0u, version = 2;
-    const Entry entries[] = {{0x01, 6, undefined}, {0x02, 6, uid}, {0x04, 4, undefined}, {0x10, 6, undefined},
-                             {0x20, 4, undefined}};
+    const Entry entries[] = {
+        {0x01, 6, undefined}, {0x02, 6, uid}, {0x04, 4, undefined}, {0x10, 6, undefined}, {0x20, 4, undefined}};
     std::string v(reinterpret_cast<const char*>(&version), sizeof version);
     for (const Entry& e : entries) v.append(reinterpret_cast<const char*>(&e), sizeof e);
     return v;
@@ -107,9 +107,9 @@ protected:
             if (!how.empty()) spec += " " + how;
             return AclOp{spec, dir + "/" + name, acl, set, how.starts_with("uring")};
         };
-        std::vector<AclOp> ops = {op("setacl", "f", kAccess),           op("rmacl", "g", kAccess),
-                                  op("setacl", "d", kDefault),          op("rmacl", "e", kDefault),
-                                  op("setacl", "l", kAccess, "lpath"),  op("rmacl", "lr", kAccess, "lpath"),
+        std::vector<AclOp> ops = {op("setacl", "f", kAccess),          op("rmacl", "g", kAccess),
+                                  op("setacl", "d", kDefault),         op("rmacl", "e", kDefault),
+                                  op("setacl", "l", kAccess, "lpath"), op("rmacl", "lr", kAccess, "lpath"),
                                   op("setacl", "u", kAccess, "uring")};
         if (by_fd) {
             for (const AclOp& o : {op("setacl", "fd", kAccess, "fd"), op("rmacl", "fdr", kAccess, "fd"),

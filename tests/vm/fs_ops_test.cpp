@@ -60,7 +60,9 @@ struct Op {
     bool prefix = false;      // the audited path starts with `target` (an O_TMPFILE's "#ino")
 };
 
-Op allowed(std::string spec) { return {.spec = std::move(spec)}; }
+Op allowed(std::string spec) {
+    return {.spec = std::move(spec)};
+}
 Op denied(std::string spec, std::string op, std::string target) {
     return {.spec = std::move(spec), .op = std::move(op), .target = std::move(target)};
 }
@@ -73,7 +75,9 @@ Op resolve_cached(Op o) {
     return o;
 }
 
-std::string sq(const std::string& s) { return "'" + s + "'"; }
+std::string sq(const std::string& s) {
+    return "'" + s + "'";
+}
 
 // The per-operation results of a `vmhelper fsops` run, by index.
 std::vector<std::string> op_results(const std::string& out, size_t n) {
@@ -101,9 +105,8 @@ struct FileState {
     mode_t mode;
     timespec mtime, ctime;
     bool operator==(const FileState& o) const {
-        return size == o.size && mode == o.mode && mtime.tv_sec == o.mtime.tv_sec &&
-               mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec &&
-               ctime.tv_nsec == o.ctime.tv_nsec;
+        return size == o.size && mode == o.mode && mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec &&
+               ctime.tv_sec == o.ctime.tv_sec && ctime.tv_nsec == o.ctime.tv_nsec;
     }
 };
 std::optional<FileState> state(const std::string& path) {
@@ -218,8 +221,7 @@ protected:
         for (bool uring_pass : {false, true})
             for (size_t i = 0; i < ops.size(); i++)
                 if (!ops[i].op.empty() && !(ops[i].cached && run.got[i] == "EAGAIN")) claim(i, ops[i], uring_pass);
-        for (size_t k = 0; k < r.audit.size(); k++)
-            EXPECT_TRUE(used[k]) << "unexpected audit line " << r.audit[k].raw;
+        for (size_t k = 0; k < r.audit.size(); k++) EXPECT_TRUE(used[k]) << "unexpected audit line " << r.audit[k].raw;
     }
 
     // The control: every operation works without confine.
@@ -284,8 +286,8 @@ TEST_F(FsOpsTest, OpeningForWriteOutsideTheWriteSetIsDenied) {
         ops.push_back(denied(fmt::format("open {}/rw rw", d), "open_write", d + "/rw"));
         ops.push_back(denied(fmt::format("open {}/new w,creat,excl", d), "create", d + "/new"));
         // O_CREAT through a dangling symlink creates its target: decided there.
-        ops.push_back(denied(fmt::format("open {}/dangling-{} w,creat", work(), d == kDenied ? "home" : "ro"),
-                             "create", d + "/via-link"));
+        ops.push_back(denied(fmt::format("open {}/dangling-{} w,creat", work(), d == kDenied ? "home" : "ro"), "create",
+                             d + "/via-link"));
     }
     // An O_TMPFILE has no name, but it is opened for write in a directory
     // (here a tmpfs without a rule): refused, audited as "<dir>/#<inode>".
@@ -318,7 +320,9 @@ TEST_F(FsOpsTest, FifosNodesAndSocketsOutsideTheWriteSetAreDenied) {
     for (const std::string& d : {std::string(kDenied), ro_, work()}) {
         bool ok = d == work();
         for (const char* what : {"mkfifo", "mknod", "bind"}) {
-            std::string path = d + (what == std::string("mkfifo") ? "/fifo" : what == std::string("mknod") ? "/node" : "/sock");
+            std::string path = d + (what == std::string("mkfifo")  ? "/fifo"
+                                    : what == std::string("mknod") ? "/node"
+                                                                   : "/sock");
             ops.push_back(ok ? allowed(fmt::format("{} {}", what, path))
                              : denied(fmt::format("{} {}", what, path), "create", path));
         }
@@ -412,8 +416,8 @@ TEST_F(FsOpsTest, RenamesIntoOrOutOfTheWriteSetAreDenied) {
 
 TEST_F(FsOpsTest, SymlinksAndHardLinksOutsideTheWriteSetAreDenied) {
     const std::string w = work();
-    const std::string policy = make_policy(
-        {.read = {ro_}, .deny_write = {"{workdir}/.git/hooks", "{workdir}/.git/config"}});
+    const std::string policy =
+        make_policy({.read = {ro_}, .deny_write = {"{workdir}/.git/hooks", "{workdir}/.git/config"}});
     make_dir(w + "/.git");
     auto reset = [&] {
         for (const std::string& d : {std::string(kDenied), ro_}) {
@@ -516,7 +520,9 @@ std::vector<std::string> exec_list() {
 
 // What every dynamically linked program maps executable: the loader and
 // the shared libraries, all in one directory here.
-std::string runtime_dir() { return fs::canonical("/lib64/ld-linux-x86-64.so.2").parent_path().string(); }
+std::string runtime_dir() {
+    return fs::canonical("/lib64/ld-linux-x86-64.so.2").parent_path().string();
+}
 
 // An exec list names where code may come from, so it names the runtime too,
 // as systemd's ExecPaths= does.
@@ -593,9 +599,10 @@ TEST_F(FsOpsTest, WithoutAnExecListExecFollowsRead) {
         chown(c.c_str(), test_user().uid, test_user().gid);
         chmod(c.c_str(), 0755);
     }
-    const std::string cmd = fmt::format("{} && echo denied-ran; {} && echo norule-ran; {} && echo ro-ran; "
-                                        "./true && echo work-ran; true",
-                                        copies[0], copies[1], copies[2]);
+    const std::string cmd = fmt::format(
+        "{} && echo denied-ran; {} && echo norule-ran; {} && echo ro-ran; "
+        "./true && echo work-ran; true",
+        copies[0], copies[1], copies[2]);
     Result control = run_unconfined(cmd);
     ASSERT_EQ(control.out, "denied-ran\nnorule-ran\nro-ran\nwork-ran\n") << control.describe();
 
@@ -637,15 +644,16 @@ TEST_F(FsOpsTest, ExecListCannotBeBypassedThroughTheDynamicLoader) {
     EXPECT_EQ(r.status, 0) << r.describe();
     // The exec, the loader's mapping of the file, and of the memfd.
     std::multiset<std::string> denials;
-    for (const auto& l : r.audit) denials.insert(l.str("op").value_or("") + " " + l.str("target").value_or("") + " " + l.str("comm").value_or(""));
+    for (const auto& l : r.audit)
+        denials.insert(l.str("op").value_or("") + " " + l.str("target").value_or("") + " " +
+                       l.str("comm").value_or(""));
     EXPECT_EQ(denials, (std::multiset<std::string>{"exec " + work() + "/true-copy sh",
                                                    "exec " + work() + "/true-copy ld-linux-x86-64",
-                                                   "exec  ld-linux-x86-64",
-                                                   "exec " + work() + "/true-copy op1"}))
+                                                   "exec  ld-linux-x86-64", "exec " + work() + "/true-copy op1"}))
         << r.describe();
     EXPECT_EQ(r.out.find("copy-ran"), npos) << r.describe();
     EXPECT_EQ(r.out.find("loader-ran"), npos) << "a program outside the exec list ran through the loader\n"
-                                                << r.describe();
+                                              << r.describe();
     EXPECT_EQ(r.out.find("0 ok"), npos) << "a memfd ran through the loader\n" << r.describe();
 }
 
@@ -742,8 +750,8 @@ TEST_F(FsOpsTest, OddlySpelledPathsAreDecidedOnTheResolvedPath) {
         allowed("read .//..//..//etc//./hostname"),
         allowed("read /proc/self/cwd/../../etc/hostname"),
     };
-    check_ops("", ops, [&] { unlink(created.c_str()); },
-              [&] { EXPECT_FALSE(exists(created)); });
+    check_ops(
+        "", ops, [&] { unlink(created.c_str()); }, [&] { EXPECT_FALSE(exists(created)); });
     unlink(created.c_str());
 }
 
@@ -786,10 +794,10 @@ TEST_F(FsOpsTest, GitWorksInAPreparedCheckoutWhoseHooksAndConfigStayReadOnly) {
     const std::string src = at("src"), w = work();
     fs::create_directories(src);
     std::ofstream(src + "/README") << "readme\n";
-    Result prep = run_root(fmt::format(
-        "set -e; git -C {0} init -q; git -C {0} add -A; "
-        "git -C {0} -c user.name=root -c user.email=root@vmtest commit -qm init; git clone -q {0} {1}",
-        src, w));
+    Result prep = run_root(
+        fmt::format("set -e; git -C {0} init -q; git -C {0} add -A; "
+                    "git -C {0} -c user.name=root -c user.email=root@vmtest commit -qm init; git clone -q {0} {1}",
+                    src, w));
     ASSERT_EQ(prep.status, 0) << prep.describe();
     chown_tree(w);
     const std::string config = read_file(w + "/.git/config");
@@ -833,8 +841,7 @@ TEST_F(FsOpsTest, RenamingAnAncestorDoesNotEscapeACarveOut) {
         p);
 
     Result r = run_confined(policy, cmd);
-    EXPECT_FALSE(exists(w + "/.git/hooks/pre-commit")) << "a hook was planted through a renamed .git\n"
-                                                       << r.describe();
+    EXPECT_FALSE(exists(w + "/.git/hooks/pre-commit")) << "a hook was planted through a renamed .git\n" << r.describe();
     EXPECT_EQ(r.out.find("hidden"), npos) << "a denied file was read through a renamed parent\n" << r.describe();
     EXPECT_FALSE(r.audit.empty()) << r.describe();
 

@@ -84,8 +84,7 @@ protected:
         for (const auto& a : argv(kControlSeconds)) cmd += "'" + a + "' ";
         Result control = run_unconfined(cmd);
         ASSERT_EQ(control.status, 0) << control.describe();
-        EXPECT_NE(control.out.find(kSshSecret), npos) << "unconfined, the race never reached the key\n"
-                                                      << control.out;
+        EXPECT_NE(control.out.find(kSshSecret), npos) << "unconfined, the race never reached the key\n" << control.out;
         EXPECT_NE(control.out.find("content allowed\\n"), npos) << control.out;
     }
 };
@@ -136,7 +135,8 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
         EXPECT_EQ(m.status, 0) << m.describe();
     };
     auto is_mount = [](const std::string& dir) {
-        struct stat a {}, b {};
+        struct stat a {
+        }, b{};
         return stat(dir.c_str(), &a) == 0 && stat((dir + "/..").c_str(), &b) == 0 && a.st_dev != b.st_dev;
     };
     const std::string policy = make_policy({.deny = {secret}});
@@ -162,14 +162,17 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
     };
 
     Result control = play([&] { return start_unconfined(cmd); }, [](Process& p) { return p.wait(); });
-    ASSERT_EQ(control.out, "pub-content\npub-content\npub-content\nmnt-content\nmnt-content\nmnt-content\n"
-                           "pub-content\nmnt-content\n")
+    ASSERT_EQ(control.out,
+              "pub-content\npub-content\npub-content\nmnt-content\nmnt-content\nmnt-content\n"
+              "pub-content\nmnt-content\n")
         << control.describe();
 
-    Result r = play([&] { return start({.policy = policy, .argv = {"/bin/sh", "-c", cmd}}); },
-                    [&](Started& s) { return finish(s); });
-    EXPECT_EQ(r.out, "pub-content\npub-content\npub-content\nmnt-content\nmnt-content\nmnt-content\n")
-        << r.describe();
+    Result r = play(
+        [&] {
+            return start({.policy = policy, .argv = {"/bin/sh", "-c", cmd}});
+        },
+        [&](Started& s) { return finish(s); });
+    EXPECT_EQ(r.out, "pub-content\npub-content\npub-content\nmnt-content\nmnt-content\nmnt-content\n") << r.describe();
     EXPECT_DENIAL(r, "open_read", secret + "/pub/f", "cat");
     EXPECT_DENIAL(r, "open_read", secret + "/m/f", "cat");
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();

@@ -164,8 +164,9 @@ TEST_F(FsTest, WritingUnderAReadOnlyRuleIsDenied) {
 // here one that makes /dev read-only (git stops without /dev/null); the
 // rest of /dev stays as the policy says.
 TEST_F(FsTest, DiscardDevicesAreWritableUnderEveryPolicy) {
-    const std::string policy = "version = 1\n[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\", "
-                               "\"/dev\"]\nwrite = [\"{workdir}\"]\n[env]\nkeep = [\"PATH\"]\n";
+    const std::string policy =
+        "version = 1\n[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\", "
+        "\"/dev\"]\nwrite = [\"{workdir}\"]\n[env]\nkeep = [\"PATH\"]\n";
     const std::string cmd =
         "for d in null zero full urandom; do (: > /dev/$d) && echo \"$d ok\"; done; echo x > /dev/null && echo written";
     Result control = run_unconfined(cmd);
@@ -292,8 +293,8 @@ TEST_F(FsTest, ExecAllowlistCoversMemfds) {
     EXPECT_EQ(plain.status, 0) << plain.describe();
 
     const std::string policy = make_policy({}) + "";
-    const std::string with_exec =
-        policy.substr(0, policy.find("\n\n[network]")) + "\nexec = [\"/usr\"]" + policy.substr(policy.find("\n\n[network]"));
+    const std::string with_exec = policy.substr(0, policy.find("\n\n[network]")) + "\nexec = [\"/usr\"]" +
+                                  policy.substr(policy.find("\n\n[network]"));
     Result r = run_confined(with_exec, cmd);
     EXPECT_NE(r.status, 0) << r.describe();
     EXPECT_DENIAL(r, "exec", "", "python3");

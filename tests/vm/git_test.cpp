@@ -62,13 +62,13 @@ protected:
             made = true;
             fs::remove_all(shared());
             for (const char* d : {"", "src", "pristine"}) make_dir(shared(d));
-            Result r = run_unconfined(fmt::format(
-                "set -e; cd {0}; git init -q; echo readme > README; git add README; {1} commit -qm init; "
-                "git clone -q {0} {2}; "
-                "sed -i 's/repositoryformatversion = 0/repositoryformatversion = 1/' {2}/.git/config; "
-                "printf '[extensions]\\n\\tworktreeConfig = true\\n' >> {2}/.git/config; "
-                "git checkout -q -b planted; {1} commit -q --allow-empty -m planted; git rev-parse HEAD",
-                shared("src"), kJobGit, shared("pristine")));
+            Result r = run_unconfined(
+                fmt::format("set -e; cd {0}; git init -q; echo readme > README; git add README; {1} commit -qm init; "
+                            "git clone -q {0} {2}; "
+                            "sed -i 's/repositoryformatversion = 0/repositoryformatversion = 1/' {2}/.git/config; "
+                            "printf '[extensions]\\n\\tworktreeConfig = true\\n' >> {2}/.git/config; "
+                            "git checkout -q -b planted; {1} commit -q --allow-empty -m planted; git rev-parse HEAD",
+                            shared("src"), kJobGit, shared("pristine")));
             if (r.status != 0) error = r.describe();
             only_upstream = r.out.substr(0, r.out.find('\n'));
         }
@@ -99,9 +99,10 @@ protected:
         return fmt::format("git status >/dev/null 2>&1; test -e {0}/{1} && echo {1}", marks_, name);
     }
     std::string ran_by_commit(const std::string& name) const {
-        return fmt::format("git -c user.name=acct -c user.email=acct@vmtest commit -q --allow-empty -m probe "
-                           ">/dev/null 2>&1; test -e {0}/{1} && echo {1}",
-                           marks_, name);
+        return fmt::format(
+            "git -c user.name=acct -c user.email=acct@vmtest commit -q --allow-empty -m probe "
+            ">/dev/null 2>&1; test -e {0}/{1} && echo {1}",
+            marks_, name);
     }
 
     // Every vector's plant, one after the other, in one confined job.

@@ -38,8 +38,7 @@ std::vector<std::string> confine_env() {
 }
 
 void chown_to_user(const std::string& path) {
-    if (lchown(path.c_str(), g_user.uid, g_user.gid) != 0)
-        ADD_FAILURE() << "chown " << path << ": " << strerror(errno);
+    if (lchown(path.c_str(), g_user.uid, g_user.gid) != 0) ADD_FAILURE() << "chown " << path << ": " << strerror(errno);
 }
 
 // Why the guest can't run the tests; empty once the environment is ready.
@@ -49,13 +48,13 @@ std::string g_setup_error;
 // what went wrong, or "".
 std::string create_user() {
     if (!getpwnam(kUser)) {
-        Process p = Process::start({.argv = {"/usr/sbin/useradd", "-m", "-s", "/bin/sh", kUser},
-                                    .env = confine_env()});
+        Process p = Process::start({.argv = {"/usr/sbin/useradd", "-m", "-s", "/bin/sh", kUser}, .env = confine_env()});
         if (Result r = p.wait(); r.status != 0) return "useradd failed\n" + r.describe();
     }
     const passwd* pw = getpwnam(kUser);
     if (!pw) return fmt::format("no user {} after useradd", kUser);
-    if (std::string(pw->pw_dir) != kUserHome) return fmt::format("{} has home {}, not {}", kUser, pw->pw_dir, kUserHome);
+    if (std::string(pw->pw_dir) != kUserHome)
+        return fmt::format("{} has home {}, not {}", kUser, pw->pw_dir, kUserHome);
     g_user.uid = pw->pw_uid;
     g_user.gid = pw->pw_gid;
     int n = 64;
@@ -128,23 +127,25 @@ std::string unescape_json(std::string_view s) {
         }
         char c = s[++i];
         switch (c) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'u':
-            if (i + 4 < s.size()) {
-                unsigned v = static_cast<unsigned>(std::stoul(std::string(s.substr(i + 1, 4)), nullptr, 16));
-                out += v < 0x80 ? static_cast<char>(v) : '?';
-                i += 4;
-            }
-            break;
-        default: out += c; break;
+            case 'n': out += '\n'; break;
+            case 't': out += '\t'; break;
+            case 'r': out += '\r'; break;
+            case 'u':
+                if (i + 4 < s.size()) {
+                    unsigned v = static_cast<unsigned>(std::stoul(std::string(s.substr(i + 1, 4)), nullptr, 16));
+                    out += v < 0x80 ? static_cast<char>(v) : '?';
+                    i += 4;
+                }
+                break;
+            default: out += c; break;
         }
     }
     return out;
 }
 
-void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void set_nonblock(int fd) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 // Reads what is available now; false at EOF.
 bool drain(int fd, std::string& into) {
@@ -177,10 +178,16 @@ std::string toml_array(const std::vector<std::string>& items) {
 
 }  // namespace
 
-const TestUser& test_user() { return g_user; }
+const TestUser& test_user() {
+    return g_user;
+}
 
-std::string confine_bin() { return CONFINE_BIN; }
-std::string helper_bin() { return HELPER_BIN; }
+std::string confine_bin() {
+    return CONFINE_BIN;
+}
+std::string helper_bin() {
+    return HELPER_BIN;
+}
 
 // ---- audit log -------------------------------------------------------------
 
@@ -222,9 +229,8 @@ std::string Result::describe() const {
     for (const auto& l : r.audit)
         if (l.str("op") == op && l.str("target") == target) hits.push_back(&l);
     if (hits.size() != 1)
-        return ::testing::AssertionFailure()
-               << "expected exactly one audit line with op " << op << " and target '" << target << "', found "
-               << hits.size();
+        return ::testing::AssertionFailure() << "expected exactly one audit line with op " << op << " and target '"
+                                             << target << "', found " << hits.size();
     const AuditLine& l = *hits.front();
     auto fail = [&](const std::string& what) {
         return ::testing::AssertionFailure() << "audit line " << l.raw << ": " << what;
@@ -256,15 +262,17 @@ Ops parse_ops(const std::string& out) {
     std::istringstream in(out);
     for (std::string l; std::getline(in, l);) {
         if (l.starts_with("pid ")) o.pids.push_back(static_cast<pid_t>(std::stol(l.substr(4))));
-        if (auto arrow = l.find(" -> "); arrow != std::string::npos) o.results[l.substr(0, arrow)] = l.substr(arrow + 4);
+        if (auto arrow = l.find(" -> "); arrow != std::string::npos)
+            o.results[l.substr(0, arrow)] = l.substr(arrow + 4);
     }
     return o;
 }
 
 std::string make_policy(const PolicySpec& p) {
-    std::vector<std::string> read = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-                                     "/opt", "/proc", "/sys", "/dev/null", "/dev/zero", "/dev/full",
-                                     "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts", "/dev/ptmx"};
+    std::vector<std::string> read = {"/usr",         "/bin",      "/sbin",     "/lib",      "/lib32",
+                                     "/lib64",       "/libx32",   "/etc",      "/opt",      "/proc",
+                                     "/sys",         "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                                     "/dev/urandom", "/dev/tty",  "/dev/pts",  "/dev/ptmx"};
     std::vector<std::string> write = {"{workdir}", "{home}", "{tmp}"};
     std::vector<std::string> deny = {"{user_home}"};
     read.insert(read.end(), p.read.begin(), p.read.end());
@@ -415,7 +423,8 @@ VmTest::Started VmTest::start(const RunSpec& spec) {
     argv.insert(argv.end(), spec.argv.begin(), spec.argv.end());
     std::vector<std::string> env = confine_env();
     env.insert(env.end(), spec.env.begin(), spec.env.end());
-    s.proc.emplace(Process::start({.argv = argv, .env = env, .cwd = base_, .keep_fd = spec.keep_fd, .own_group = spec.own_group}));
+    s.proc.emplace(
+        Process::start({.argv = argv, .env = env, .cwd = base_, .keep_fd = spec.keep_fd, .own_group = spec.own_group}));
     return s;
 }
 
@@ -446,7 +455,9 @@ Process VmTest::start_unconfined(const std::string& cmd) {
                            .groups = g_user.groups});
 }
 
-Result VmTest::run_unconfined(const std::string& cmd) { return start_unconfined(cmd).wait(); }
+Result VmTest::run_unconfined(const std::string& cmd) {
+    return start_unconfined(cmd).wait();
+}
 
 Result VmTest::run_root(const std::string& cmd) {
     Process p = Process::start({.argv = {"/bin/sh", "-c", cmd}, .env = confine_env(), .cwd = work_});

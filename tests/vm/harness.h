@@ -55,14 +55,14 @@ struct Result {
 
 // How to call `confine run`.
 struct RunSpec {
-    std::string policy;                   // TOML text; empty: the embedded default
-    std::string workdir;                  // --workdir; empty: work()
-    std::vector<std::string> args;        // more options before "--"
-    std::vector<std::string> env;         // more NAME=VALUE for confine's own environment
-    std::vector<std::string> argv;        // the command; empty: sh -c <cmd>
-    bool as_user = true;                  // pass --user confinetest
-    int keep_fd = -1;                     // an fd >= 3 confine inherits from the test
-    bool own_group = false;               // confine leads a process group, as a shell's job would
+    std::string policy;             // TOML text; empty: the embedded default
+    std::string workdir;            // --workdir; empty: work()
+    std::vector<std::string> args;  // more options before "--"
+    std::vector<std::string> env;   // more NAME=VALUE for confine's own environment
+    std::vector<std::string> argv;  // the command; empty: sh -c <cmd>
+    bool as_user = true;            // pass --user confinetest
+    int keep_fd = -1;               // an fd >= 3 confine inherits from the test
+    bool own_group = false;         // confine leads a process group, as a shell's job would
 };
 
 // `vmhelper netproc` output: the result of each OP ("ok ...", "CALL:ERRNO"),

@@ -74,9 +74,9 @@ int connect_unix(const char* name, bool abstract) {
 
 // ---- filesystem operations (fs_ops_test.cpp, fs_race_test.cpp) ---------------
 #include <fcntl.h>
+#include <linux/fs.h>  // FS_IOC_SETFLAGS; linux/mount.h: open_tree, move_mount
 #include <linux/io_uring.h>
 #include <linux/openat2.h>
-#include <linux/fs.h>  // FS_IOC_SETFLAGS; linux/mount.h: open_tree, move_mount
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -185,9 +185,13 @@ std::string read_fd(int fd) {
     return "ok " + escape(std::string(buf, static_cast<size_t>(n)));
 }
 
-std::string result(int rc) { return rc < 0 ? err(errno) : "ok"; }
+std::string result(int rc) {
+    return rc < 0 ? err(errno) : "ok";
+}
 
-std::string open_read(int fd) { return fd < 0 ? err(errno) : read_fd(fd); }
+std::string open_read(int fd) {
+    return fd < 0 ? err(errno) : read_fd(fd);
+}
 
 int open_flags(const std::string& list) {
     int flags = 0;
@@ -197,14 +201,22 @@ int open_flags(const std::string& list) {
             f += list[i];
             continue;
         }
-        if (f == "r") flags |= O_RDONLY;
-        else if (f == "w") flags |= O_WRONLY;
-        else if (f == "rw") flags |= O_RDWR;
-        else if (f == "trunc") flags |= O_TRUNC;
-        else if (f == "append") flags |= O_APPEND;
-        else if (f == "creat") flags |= O_CREAT;
-        else if (f == "excl") flags |= O_EXCL;
-        else return -1;
+        if (f == "r")
+            flags |= O_RDONLY;
+        else if (f == "w")
+            flags |= O_WRONLY;
+        else if (f == "rw")
+            flags |= O_RDWR;
+        else if (f == "trunc")
+            flags |= O_TRUNC;
+        else if (f == "append")
+            flags |= O_APPEND;
+        else if (f == "creat")
+            flags |= O_CREAT;
+        else if (f == "excl")
+            flags |= O_EXCL;
+        else
+            return -1;
         f.clear();
     }
     return flags;
@@ -213,13 +225,20 @@ int open_flags(const std::string& list) {
 std::string do_openat2(const std::string& dir, const std::string& path, const std::string& how) {
     open_how h{};
     h.flags = O_RDONLY;
-    if (how == "no_symlinks") h.resolve = RESOLVE_NO_SYMLINKS;
-    else if (how == "no_magiclinks") h.resolve = RESOLVE_NO_MAGICLINKS;
-    else if (how == "beneath") h.resolve = RESOLVE_BENEATH;
-    else if (how == "in_root") h.resolve = RESOLVE_IN_ROOT;
-    else if (how == "no_xdev") h.resolve = RESOLVE_NO_XDEV;
-    else if (how == "cached") h.resolve = RESOLVE_CACHED;
-    else return "usage";
+    if (how == "no_symlinks")
+        h.resolve = RESOLVE_NO_SYMLINKS;
+    else if (how == "no_magiclinks")
+        h.resolve = RESOLVE_NO_MAGICLINKS;
+    else if (how == "beneath")
+        h.resolve = RESOLVE_BENEATH;
+    else if (how == "in_root")
+        h.resolve = RESOLVE_IN_ROOT;
+    else if (how == "no_xdev")
+        h.resolve = RESOLVE_NO_XDEV;
+    else if (how == "cached")
+        h.resolve = RESOLVE_CACHED;
+    else
+        return "usage";
     int dfd = AT_FDCWD;
     if (dir != "-" && (dfd = open(dir.c_str(), O_PATH | O_DIRECTORY)) < 0) return "dir-" + err(errno);
     long fd = -1;
@@ -257,9 +276,8 @@ std::string uring_open(const std::string& path, const std::string& mode) {
     auto* cq = single ? sq
                       : static_cast<char*>(mmap(nullptr, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
                                                 ring, IORING_OFF_CQ_RING));
-    auto* sqes = static_cast<io_uring_sqe*>(mmap(nullptr, p.sq_entries * sizeof(io_uring_sqe),
-                                                 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
-                                                 IORING_OFF_SQES));
+    auto* sqes = static_cast<io_uring_sqe*>(mmap(nullptr, p.sq_entries * sizeof(io_uring_sqe), PROT_READ | PROT_WRITE,
+                                                 MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQES));
     if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) return "mmap-" + err(errno);
 
     auto* sq_tail = reinterpret_cast<__u32*>(sq + p.sq_off.tail);
@@ -312,8 +330,8 @@ bool uring_one(const io_uring_sqe& sqe, int& res) {
     io_uring_params p{};
     int ring = static_cast<int>(syscall(SYS_io_uring_setup, 2, &p));
     if (ring < 0) return false;
-    size_t ring_len = std::max(p.sq_off.array + p.sq_entries * sizeof(__u32),
-                               p.cq_off.cqes + p.cq_entries * sizeof(io_uring_cqe));
+    size_t ring_len =
+        std::max(p.sq_off.array + p.sq_entries * sizeof(__u32), p.cq_off.cqes + p.cq_entries * sizeof(io_uring_cqe));
     size_t sqes_len = p.sq_entries * sizeof(io_uring_sqe);
     // Every kernel of the matrix maps both rings at once (IORING_FEAT_SINGLE_MMAP, 5.4).
     auto* r = static_cast<char*>(
@@ -360,8 +378,10 @@ std::string acl_value(uint32_t uid) {
         uint32_t id;
     };
     const uint32_t undefined = ~0u;
-    const Entry entries[] = {{0x01 /* ACL_USER_OBJ */, 6, undefined}, {0x02 /* ACL_USER */, 6, uid},
-                             {0x04 /* ACL_GROUP_OBJ */, 4, undefined}, {0x10 /* ACL_MASK */, 6, undefined},
+    const Entry entries[] = {{0x01 /* ACL_USER_OBJ */, 6, undefined},
+                             {0x02 /* ACL_USER */, 6, uid},
+                             {0x04 /* ACL_GROUP_OBJ */, 4, undefined},
+                             {0x10 /* ACL_MASK */, 6, undefined},
                              {0x20 /* ACL_OTHER */, 4, undefined}};
     const uint32_t version = 2;
     std::string v(reinterpret_cast<const char*>(&version), sizeof version);
@@ -382,7 +402,8 @@ std::string acl_op(const std::vector<std::string>& a) {
     const std::string value = set ? acl_value(static_cast<uint32_t>(std::stoul(a[3]))) : "";
     const char* path = a[1].c_str();
     if (how == "path")
-        return result(set ? setxattr(path, name.c_str(), value.data(), value.size(), 0) : removexattr(path, name.c_str()));
+        return result(set ? setxattr(path, name.c_str(), value.data(), value.size(), 0)
+                          : removexattr(path, name.c_str()));
     if (how == "lpath")
         return result(set ? lsetxattr(path, name.c_str(), value.data(), value.size(), 0)
                           : lremovexattr(path, name.c_str()));
@@ -443,10 +464,14 @@ std::string do_mount(const std::vector<std::string>& a) {
         size_t j = list.find(',', i);
         if (j == std::string::npos) j = list.size();
         std::string f = list.substr(i, j - i);
-        if (f == "bind") flags |= MS_BIND;
-        else if (f == "move") flags |= MS_MOVE;
-        else if (f == "rec") flags |= MS_REC;
-        else if (f != "none") return "usage";
+        if (f == "bind")
+            flags |= MS_BIND;
+        else if (f == "move")
+            flags |= MS_MOVE;
+        else if (f == "rec")
+            flags |= MS_REC;
+        else if (f != "none")
+            return "usage";
         i = j + 1;
     }
     const char* src = a[1] == "-" ? nullptr : a[1].c_str();
@@ -525,10 +550,14 @@ std::string run_op(const std::vector<std::string>& a) {
         if (fd < 0) return "open-" + err(errno);
         int rc = -1;
         errno = 0;
-        if (op == "fd-chmod" && a.size() == 3) rc = fchmod(fd, static_cast<mode_t>(strtol(p(2), nullptr, 8)));
-        else if (op == "fd-chown" && a.size() == 2) rc = fchown(fd, getuid(), getgid());
-        else if (op == "fd-utimes" && a.size() == 2) rc = futimens(fd, nullptr);
-        else if (op == "fd-setxattr" && a.size() == 4) rc = fsetxattr(fd, p(2), p(3), a[3].size(), 0);
+        if (op == "fd-chmod" && a.size() == 3)
+            rc = fchmod(fd, static_cast<mode_t>(strtol(p(2), nullptr, 8)));
+        else if (op == "fd-chown" && a.size() == 2)
+            rc = fchown(fd, getuid(), getgid());
+        else if (op == "fd-utimes" && a.size() == 2)
+            rc = futimens(fd, nullptr);
+        else if (op == "fd-setxattr" && a.size() == 4)
+            rc = fsetxattr(fd, p(2), p(3), a[3].size(), 0);
         int e = errno;
         close(fd);
         if (rc < 0 && e == 0) return "usage";
@@ -846,7 +875,9 @@ uint16_t port_of(const std::string& s) {
     return static_cast<uint16_t>(std::stoul(s));
 }
 
-pid_t pid_of(const std::string& s) { return s == "ppid" ? getppid() : static_cast<pid_t>(std::stol(s)); }
+pid_t pid_of(const std::string& s) {
+    return s == "ppid" ? getppid() : static_cast<pid_t>(std::stol(s));
+}
 
 socklen_t unix_addr_of(const std::string& name, sockaddr_un& sun) {
     sun = {};
@@ -898,9 +929,9 @@ std::string op_sendto(const std::vector<std::string>& f) {
     if (s.fd < 0) return err("socket");
     if (lo) {
         const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(&ss);
-        const char* from = ss.ss_family == AF_INET                   ? "127.0.0.1"
+        const char* from = ss.ss_family == AF_INET                  ? "127.0.0.1"
                            : IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) ? "::ffff:127.0.0.1"
-                                                                     : "::1";
+                                                                    : "::1";
         sockaddr_storage local;
         socklen_t local_len;
         vmtest::sockaddr_of(from, 0, local, local_len);
@@ -1440,7 +1471,7 @@ std::string op_sched(const std::vector<std::string>& f) {
         if (which < 0) return "usage";
         id_t who = which == PRIO_PROCESS ? static_cast<id_t>(task_of(f[2])) : static_cast<id_t>(std::stoul(f[2]));
         return setpriority(static_cast<__priority_which_t>(which), who, std::stoi(f[3])) == 0 ? "ok"
-                                                                                             : err("setpriority");
+                                                                                              : err("setpriority");
     }
     if (name == "getnice" && f.size() == 2) {
         errno = 0;
@@ -1548,9 +1579,12 @@ std::string op_ipc(const std::vector<std::string>& f) {
             timespec now{};
             clock_gettime(CLOCK_REALTIME, &now);
             ssize_t n = mq_timedreceive(q, buf, sizeof buf, nullptr, &now);
-            if (n < 0) r = err("mq_receive");
-            else if (mq_send(q, buf, static_cast<size_t>(n), 0) != 0) r = err("mq_send");
-            else r = "ok " + std::string(buf, static_cast<size_t>(n));
+            if (n < 0)
+                r = err("mq_receive");
+            else if (mq_send(q, buf, static_cast<size_t>(n), 0) != 0)
+                r = err("mq_send");
+            else
+                r = "ok " + std::string(buf, static_cast<size_t>(n));
         }
         mq_close(q);
         return r;
@@ -1558,7 +1592,8 @@ std::string op_ipc(const std::vector<std::string>& f) {
     if (kind == "pshm") {
         Fd fd(shm_open(f[2].c_str(), make ? O_RDWR | O_CREAT | O_EXCL : O_RDONLY, 0600));
         if (fd.fd < 0) return err("shm_open");
-        if (make) return write(fd.fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? "ok" : err("write");
+        if (make)
+            return write(fd.fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? "ok" : err("write");
         char buf[256];
         ssize_t n = read(fd.fd, buf, sizeof buf);
         return n < 0 ? err("read") : "ok " + std::string(buf, static_cast<size_t>(n));
@@ -1697,7 +1732,7 @@ std::string op_tty(const std::vector<std::string>& f) {
 
 // The ops above, or nullopt for another op.
 std::optional<std::string> op_sched_ipc_key_tty(const std::vector<std::string>& f) {
-    static const std::vector<std::string> sched = {"prlimit", "setpriority", "getnice", "ioprio", "affinity",
+    static const std::vector<std::string> sched = {"prlimit", "setpriority", "getnice",  "ioprio", "affinity",
                                                    "sched",   "setattr",     "setparam", "child"};
     static const std::vector<std::string> ipc = {"shm", "msg", "sem", "mq", "pshm"};
     static const std::vector<std::string> tty = {"pty", "ttyread", "tiocsti", "tiocsctty"};
@@ -1916,8 +1951,7 @@ std::string run_op(const std::string& op) {
         if (name == "vmread" && f.size() == 3) return op_vmread(pid_of(f[1]), std::stoull(f[2], nullptr, 16));
         if (name == "open") return op_open(f);
         if (name == "readlink" && f.size() == 2) return op_readlink(f[1]);
-        if (name == "kill" && f.size() == 3)
-            return kill(pid_of(f[1]), std::stoi(f[2])) == 0 ? "ok" : err("kill");
+        if (name == "kill" && f.size() == 3) return kill(pid_of(f[1]), std::stoi(f[2])) == 0 ? "ok" : err("kill");
         if (auto r = op_sched_ipc_key_tty(f)) return *r;
         if (name == "sigio" && (f.size() == 3 || f.size() == 4))
             return op_sigio(f[1], std::stoi(f[2]), f.size() == 4 ? f[3] : "setown");

@@ -37,7 +37,9 @@ key_t next_key() {
     static int n = 0;
     return static_cast<key_t>(0x7c000000 | ((getpid() & 0xffff) << 8) | (++n & 0xff));
 }
-std::string hex(key_t k) { return fmt::format("{:x}", static_cast<unsigned>(k)); }
+std::string hex(key_t k) {
+    return fmt::format("{:x}", static_cast<unsigned>(k));
+}
 
 // The SysV objects and POSIX names of one test, in the guest's own (the
 // host's) IPC namespace, removed at the end whoever made them.
@@ -139,8 +141,8 @@ protected:
 
 TEST_F(IpcTest, IpcObjectsOutsideTheJobAreInvisible) {
     IpcObjects objs;
-    Result made = run_unconfined("./vmhelper netproc " + objs.make_ops("ipc-secret") + " pshm,make," + objs.pshm +
-                                 ",ipc-secret");
+    Result made =
+        run_unconfined("./vmhelper netproc " + objs.make_ops("ipc-secret") + " pshm,make," + objs.pshm + ",ipc-secret");
     ASSERT_EQ(made.status, 0) << made.describe();
     ASSERT_EQ(objs.existing(), " shm msg sem mq pshm") << made.describe();
 
@@ -222,13 +224,12 @@ TEST_F(IpcTest, TheHostsMqueueMountIsOutOfReach) {
 TEST_F(IpcTest, IpcObjectsOfTheJobDieWithIt) {
     IpcObjects objs;
     const std::string cmd = "./vmhelper netproc " + objs.make_ops("left-behind") + " pshm,make," + objs.pshm +
-                            ",left-behind " + objs.read_ops() + " pshm,read," + objs.pshm +
-                            "; cat /proc/sysvipc/shm";
+                            ",left-behind " + objs.read_ops() + " pshm,read," + objs.pshm + "; cat /proc/sysvipc/shm";
 
     Result control = run_unconfined(cmd);
     EXPECT_EQ(control.status, 0) << control.describe();
     EXPECT_EQ(objs.existing(), " shm msg sem mq pshm") << "unconfined, the objects should outlive their maker\n"
-                                                         << control.describe();
+                                                       << control.describe();
     objs.remove();
     ASSERT_EQ(objs.existing(), "");
     ASSERT_FALSE(HasFailure());
@@ -449,8 +450,7 @@ TEST_F(IpcTest, KeysOfOneJobAreOutOfReachOfAnother) {
     Result first_done = finish(one);
     EXPECT_EQ(first_done.status, 0) << first_done.describe();
     // The first job can't hand its key to the account either.
-    EXPECT_NE(first_done.out.find(fmt::format("key,link,{},@u -> keyctl:ENOKEY", key)), npos)
-        << first_done.describe();
+    EXPECT_NE(first_done.out.find(fmt::format("key,link,{},@u -> keyctl:ENOKEY", key)), npos) << first_done.describe();
 
     auto o = parse_each(two.out);
     for (const auto& [op, denied] : ways) {

@@ -18,8 +18,8 @@
 #include <regex>
 #include <sstream>
 #include <string>
-#include <tuple>
 #include <thread>
+#include <tuple>
 
 #include "harness.h"
 
@@ -68,7 +68,9 @@ double cpu_seconds(pid_t pid) {
 }
 
 // CPU time of a job's cgroup, in seconds.
-double cgroup_cpu_seconds(const std::string& cg) { return static_cast<double>(keyed(cg + "/cpu.stat", "usage_usec")) / 1e6; }
+double cgroup_cpu_seconds(const std::string& cg) {
+    return static_cast<double>(keyed(cg + "/cpu.stat", "usage_usec")) / 1e6;
+}
 
 // The share of one CPU that `usage` (seconds of CPU, read twice) took over
 // `window`.
@@ -166,7 +168,8 @@ TEST_F(LimitsTest, AMemoryHogIsOomKilled) {
     ASSERT_EQ(control.status, 0) << control.describe();
     ASSERT_NE(control.err.find("1+0 records in"), npos) << control.describe();
 
-    Result r = run({.policy = with_limits("memory = \"64M\"\nswap = \"0\"\n"), .argv = {"/bin/sh", "-c", std::string("exec ") + kHog}});
+    Result r = run({.policy = with_limits("memory = \"64M\"\nswap = \"0\"\n"),
+                    .argv = {"/bin/sh", "-c", std::string("exec ") + kHog}});
     EXPECT_EQ(r.status, 137) << r.describe();
     EXPECT_EQ(r.err.find("records in"), npos) << r.describe();
     EXPECT_LIMIT(r, "memory");
@@ -202,8 +205,8 @@ TEST_F(LimitsTest, AnotherJobRunsWhileHogsRunAtTheirLimits) {
     Started bomb = start({.policy = with_limits("pids = 64\n"), .argv = {"/usr/bin/python3", "bomb.py"}});
     Started hog = start({.policy = with_limits("memory = \"64M\"\nswap = \"0\"\n"),
                          .argv = {"/bin/sh", "-c", fmt::format("while :; do {} 2>/dev/null; done", kHog)}});
-    Started spinner = start({.policy = with_limits("cpu = 0.25\n"),
-                             .argv = {"/bin/sh", "-c", fmt::format("{0} & {0} & {0}", kSpin)}});
+    Started spinner = start(
+        {.policy = with_limits("cpu = 0.25\n"), .argv = {"/bin/sh", "-c", fmt::format("{0} & {0} & {0}", kSpin)}});
     std::string bomb_cg, hog_cg, spin_cg;
     // Each is at its limit: the counters say so. Also the controls: without
     // these counters moving, nothing here would be hogging anything.
@@ -242,8 +245,8 @@ TEST_F(LimitsTest, AnotherJobRunsWhileHogsRunAtTheirLimits) {
             return forks > std::get<0>(before) && kills > std::get<1>(before) && throttled > std::get<2>(before);
         },
         60))
-        << "pids.events max, memory.events oom_kill, cpu.stat nr_throttled stopped at " << std::get<0>(counts())
-        << ", " << std::get<1>(counts()) << ", " << std::get<2>(counts());
+        << "pids.events max, memory.events oom_kill, cpu.stat nr_throttled stopped at " << std::get<0>(counts()) << ", "
+        << std::get<1>(counts()) << ", " << std::get<2>(counts());
 
     for (Started* s : {&bomb, &hog, &spinner}) kill(s->proc->pid(), SIGTERM);
     Result b = finish(bomb), h = finish(hog), s = finish(spinner);
@@ -270,7 +273,8 @@ TEST_F(LimitsTest, TimeoutEndsTheJobWith124) {
     ASSERT_TRUE(wait_until([&] { return !read_file(work() + "/control.pid").empty(); }, 60))
         << finish(control, 1).describe();
 
-    Started job = start({.policy = policy, .args = {"--timeout", "2s"}, .argv = {"/bin/sh", "-c", cmd, "sh", "bg.pid"}});
+    Started job =
+        start({.policy = policy, .args = {"--timeout", "2s"}, .argv = {"/bin/sh", "-c", cmd, "sh", "bg.pid"}});
     pid_t bg = 0;
     ASSERT_TRUE(wait_until([&] { return !read_file(work() + "/bg.pid").empty(); }, 60)) << finish(job, 1).describe();
     auto started = Clock::now();
@@ -313,7 +317,8 @@ TEST_F(LimitsTest, AJobThatIgnoresSigtermIsKilledAfterTheGrace) {
 }
 
 TEST_F(LimitsTest, AJobThatFinishesInTimeKeepsItsStatus) {
-    Result r = run({.policy = with_limits("timeout = \"30s\"\n"), .args = {"--timeout", "1m"},
+    Result r = run({.policy = with_limits("timeout = \"30s\"\n"),
+                    .args = {"--timeout", "1m"},
                     .argv = {"/bin/sh", "-c", "exit 3"}});
     EXPECT_EQ(r.status, 3) << r.describe();
     EXPECT_FALSE(has_any_limit(r)) << r.describe();
@@ -367,7 +372,8 @@ TEST_F(LimitsTest, ALimitThatCantBeEnforcedStopsTheJob) {
     // each of TARGETS and memory is off below the build's parent.
     auto run_with = [&](const std::vector<std::string>& targets, const std::string& policy, const std::string& marker) {
         std::string mounts;
-        for (const auto& t : targets) mounts += fmt::format("mount --bind {0} {1} && mount -o remount,bind,ro {1} && ", fake, t);
+        for (const auto& t : targets)
+            mounts += fmt::format("mount --bind {0} {1} && mount -o remount,bind,ro {1} && ", fake, t);
         return run_root(fmt::format(
             "echo -memory > {0}/cgroup.subtree_control && unshare -m sh -c '{1} exec {2} run --user {3} --workdir {4} "
             "--policy {5} -- touch {6}'",
@@ -397,7 +403,8 @@ TEST_F(LimitsTest, ALimitThatCantBeEnforcedStopsTheJob) {
         EXPECT_FALSE(exists(work() + "/ran")) << "the job ran without its memory limit";
         std::vector<std::string> says = c.says;
         says.insert(says.end(), {"[limits] memory can't be enforced; the job was not started", "memory = \"max\""});
-        for (const std::string& s : says) EXPECT_NE(r.err.find(s), npos) << "the message doesn't say " << s << "\n" << r.describe();
+        for (const std::string& s : says)
+            EXPECT_NE(r.err.find(s), npos) << "the message doesn't say " << s << "\n" << r.describe();
     }
 
     // Outside the namespace, the next job turns memory back on.

@@ -37,7 +37,9 @@ constexpr const char* kFarAddr = "10.199.0.2";
 constexpr int kSctpPort = 9899;  // the far host's own: nothing else listens there
 constexpr const char* kPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-bool ok(const std::string& result) { return result == "ok" || result.starts_with("ok "); }
+bool ok(const std::string& result) {
+    return result == "ok" || result.starts_with("ok ");
+}
 
 // One `vmhelper netproc` process per entry, run in turn by one shell, so
 // that each process's audit lines can be told apart by its pid.
@@ -175,11 +177,10 @@ protected:
 
 TEST_F(NetInboundTest, SctpSocketsAreRefusedSoNoAssociationLeaves) {
     const std::string ready = at("sctp.ready"), stop = at("sctp.stop");
-    Process server = Process::start(
-        {.argv = {"/bin/sh", "-c",
-                  fmt::format("exec ip netns exec {} {} netproc sctp-serve,{},{},{},{}", kFar, helper_, kFarAddr,
-                              kSctpPort, ready, stop)},
-         .env = {kPath}});
+    Process server = Process::start({.argv = {"/bin/sh", "-c",
+                                              fmt::format("exec ip netns exec {} {} netproc sctp-serve,{},{},{},{}",
+                                                          kFar, helper_, kFarAddr, kSctpPort, ready, stop)},
+                                     .env = {kPath}});
     ASSERT_TRUE(wait_until([&] { return exists(ready); }, 60))
         << "the far host's SCTP server did not start (sctp is a module of Debian's kernels, which the guest has "
            "only if vmtest/lib.sh's VMTEST_MODULES lists it)\n"
@@ -211,7 +212,8 @@ TEST_F(NetInboundTest, SctpSocketsAreRefusedSoNoAssociationLeaves) {
     Result control = run_unconfined(cmd);
     Ops co = parse_ops(control.out);
     for (const Case& c : cases)
-        EXPECT_EQ(co[c.op], "ok") << c.op << " unconfined (EPROTONOSUPPORT or ESOCKTNOSUPPORT: the guest has no "
+        EXPECT_EQ(co[c.op], "ok") << c.op
+                                  << " unconfined (EPROTONOSUPPORT or ESOCKTNOSUPPORT: the guest has no "
                                      "sctp module; vmtest/lib.sh's VMTEST_MODULES must list sctp)\n"
                                   << control.describe();
     ASSERT_FALSE(HasFailure());
@@ -253,8 +255,7 @@ TEST_F(NetInboundTest, SctpSocketsAreRefusedSoNoAssociationLeaves) {
 TEST_F(NetInboundTest, InetProtocolsOtherThanTcpAndUdpAreRefusedAtSocket) {
     // ICMP "ping" sockets are open to the groups in this range: the test
     // user's, for the control.
-    Sysctl ping_range("/proc/sys/net/ipv4/ping_group_range",
-                      fmt::format("{0}\t{0}", test_user().gid));
+    Sysctl ping_range("/proc/sys/net/ipv4/ping_group_range", fmt::format("{0}\t{0}", test_user().gid));
     // UDP-Lite left the kernel in 7.1: there its control fails with
     // EPROTONOSUPPORT, but confine refuses before the kernel looks.
     const bool udplite = exists("/proc/net/udplite");
@@ -275,7 +276,7 @@ TEST_F(NetInboundTest, InetProtocolsOtherThanTcpAndUdpAreRefusedAtSocket) {
         {"isocket,10,2,58,uring", AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6, true},
     };
     // TCP and UDP, by protocol 0 or by number, stay the job's.
-    const std::vector<std::string> allowed = {"isocket,2,1,0", "isocket,2,1,6",  "isocket,10,1,6",
+    const std::vector<std::string> allowed = {"isocket,2,1,0",  "isocket,2,1,6",  "isocket,10,1,6",
                                               "isocket,2,2,17", "isocket,10,2,0", "isocket,10,1,0,uring"};
     std::vector<std::vector<std::string>> procs;
     for (const Case& c : refused) procs.push_back({c.op});
@@ -404,24 +405,20 @@ TEST_F(NetInboundTest, ListenOnANeverBoundSocketIsABindToTheWildcardAddress) {
 // binds as usual, and nothing from off the machine gets in (dropped and
 // counted in an `inbound` line).
 TEST_F(NetInboundTest, UdpFromANeverBoundSocketTakesNothingFromOffTheMachine) {
-    const std::string f4 = work() + "/port4", f6 = work() + "/port6", fs = work() + "/ports",
-                      ff = work() + "/portf";
+    const std::string f4 = work() + "/port4", f6 = work() + "/port6", fs = work() + "/ports", ff = work() + "/portf";
     // The far host's discard port: nothing listens there, nor needs to.
     const std::string far_dest = fmt::format("udp://{}:9", kFarAddr);
     const std::string to_lo4 = "inbound,udp4,sendto," + f4 + ",127.0.0.1,held0",
                       to_lo6 = "inbound,udp6,sendto," + f6 + ",::1,held0",
                       // No destination: the kernel binds the socket, then
                       // fails with EDESTADDRREQ.
-                      no_dest = "inbound,udp4,send," + fs,
-                      to_far = fmt::format("inbound,udp4,sendto,{},{},9", ff, kFarAddr);
+        no_dest = "inbound,udp4,send," + fs, to_far = fmt::format("inbound,udp4,sendto,{},{},9", ff, kFarAddr);
     // Sockets bound to loopback first, or connected, send as before.
-    const std::vector<std::string> local = {"hold,udp,127.0.0.1,0",        "sendto,udp,127.0.0.1,held0,lo",
-                                            "connect,udp,127.0.0.1,held0", "serve,udp,127.0.0.1,0",
-                                            "serve,udp,::1,0"};
+    const std::vector<std::string> local = {"hold,udp,127.0.0.1,0", "sendto,udp,127.0.0.1,held0,lo",
+                                            "connect,udp,127.0.0.1,held0", "serve,udp,127.0.0.1,0", "serve,udp,::1,0"};
     const std::vector<std::vector<std::string>> procs = {
         {"hold,udp,127.0.0.1,0", to_lo4}, {"hold,udp,::1,0", to_lo6}, {no_dest}, {to_far}, local};
-    const std::vector<std::pair<std::string, std::string>> files = {
-        {f4, "udp"}, {f6, "udp"}, {fs, "udp"}, {ff, "udp"}};
+    const std::vector<std::pair<std::string, std::string>> files = {{f4, "udp"}, {f6, "udp"}, {fs, "udp"}, {ff, "udp"}};
     const std::string cmd = processes(procs);
     auto run_job = [&](const std::string& policy, std::vector<Knock>& k) {
         clear(files);

@@ -34,7 +34,9 @@ constexpr auto npos = std::string::npos;
 namespace fs = std::filesystem;
 
 // "ok" and "ok <detail>" alike.
-bool ok(const std::string& result) { return result == "ok" || result.starts_with("ok "); }
+bool ok(const std::string& result) {
+    return result == "ok" || result.starts_with("ok ");
+}
 
 std::string netproc(const std::string& helper, const std::vector<std::string>& ops) {
     return fmt::format("{} netproc {}", helper, fmt::join(ops, " "));
@@ -267,12 +269,12 @@ TEST_F(NetMoreTest, UnixSocketsByPathAndNameAreDeniedUnlessListed) {
                       op_to_listed = "unix,stream," + to_listed, op_to_other = "unix,stream," + to_other,
                       op_abs_listed = "unix,stream," + abs_listed, op_abs_other = "unix,stream," + abs_other;
     const std::vector<std::string> own = {"autobind,stream", "autobind,dgram"};
-    std::vector<std::string> all = {op_stream, op_seq, op_dgram, op_dgramto, op_to_listed, op_to_other,
-                                    op_abs_listed, op_abs_other};
+    std::vector<std::string> all = {op_stream,    op_seq,      op_dgram,      op_dgramto,
+                                    op_to_listed, op_to_other, op_abs_listed, op_abs_other};
     all.insert(all.end(), own.begin(), own.end());
     const std::string cmd = netproc("./vmhelper", all);
     auto counts = [&] {
-        return std::vector<int>{s_stream.pending(), s_seq.pending(),   s_dgram.pending(),      s_dgramto.pending(),
+        return std::vector<int>{s_stream.pending(), s_seq.pending(),        s_dgram.pending(),    s_dgramto.pending(),
                                 s_other.pending(),  s_abs_listed.pending(), s_abs_other.pending()};
     };
 
@@ -292,11 +294,14 @@ TEST_F(NetMoreTest, UnixSocketsByPathAndNameAreDeniedUnlessListed) {
     for (const auto& op : own) EXPECT_TRUE(ok(d[op])) << op << ": " << d[op] << "\n" << denied.describe();
     EXPECT_EQ(counts(), (std::vector<int>(7, 0))) << "the confined job reached a host socket";
     // Connecting through a symlink is audited as the socket the kernel found.
-    for (const auto& [op, target] : std::vector<std::pair<std::string, std::string>>{
-             {"connect", "unix:" + stream}, {"connect", "unix:" + seqpacket}, {"sendmsg", "unix:" + dgram},
-             {"sendmsg", "unix:" + dgramto}, {"connect", "unix:" + other},
-             {"connect", "unix-abstract:" + abs_listed.substr(1)},
-             {"connect", "unix-abstract:" + abs_other.substr(1)}}) {
+    for (const auto& [op, target] :
+         std::vector<std::pair<std::string, std::string>>{{"connect", "unix:" + stream},
+                                                          {"connect", "unix:" + seqpacket},
+                                                          {"sendmsg", "unix:" + dgram},
+                                                          {"sendmsg", "unix:" + dgramto},
+                                                          {"connect", "unix:" + other},
+                                                          {"connect", "unix-abstract:" + abs_listed.substr(1)},
+                                                          {"connect", "unix-abstract:" + abs_other.substr(1)}}) {
         // stream.sock is refused twice (directly and through to-listed).
         if (target == "unix:" + stream) {
             EXPECT_EQ(std::count_if(denied.audit.begin(), denied.audit.end(),
@@ -311,9 +316,8 @@ TEST_F(NetMoreTest, UnixSocketsByPathAndNameAreDeniedUnlessListed) {
 
     // Listed by their real paths: reachable directly and through symlinks;
     // the unlisted ones stay refused, whichever way they are named.
-    const std::string policy = make_policy(
-        {.connect = {"unix:" + stream, "unix:" + seqpacket, "unix:" + dgram, "unix:" + dgramto,
-                     "unix-abstract:" + abs_listed.substr(1)}});
+    const std::string policy = make_policy({.connect = {"unix:" + stream, "unix:" + seqpacket, "unix:" + dgram,
+                                                        "unix:" + dgramto, "unix-abstract:" + abs_listed.substr(1)}});
     Result listed = run_confined(policy, cmd);
     Ops l = parse_ops(listed.out);
     for (const auto& op : {op_stream, op_seq, op_dgram, op_dgramto, op_to_listed, op_abs_listed, own[0], own[1]})
@@ -465,9 +469,9 @@ TEST_F(NetMoreTest, APortTheJobGaveBackWithoutClosingIsNoLongerItsOwn) {
     // The last two OPs read the port numbers from the files at that time.
     const std::string connect_tcp = "connect,tcp,127.0.0.1," + tport,
                       sendto_udp = "sendto,udp,127.0.0.1," + uport + ",lo";
-    const std::string cmd = netproc("./vmhelper", {"hold,tcp,127.0.0.1,0," + tport, "hold,udp,127.0.0.1,0," + uport,
-                                                   "unbind", "touch," + released, "wait," + taken, connect_tcp,
-                                                   sendto_udp});
+    const std::string cmd =
+        netproc("./vmhelper", {"hold,tcp,127.0.0.1,0," + tport, "hold,udp,127.0.0.1,0," + uport, "unbind",
+                               "touch," + released, "wait," + taken, connect_tcp, sendto_udp});
     // Runs `cmd` (started by `begin`), takes over its ports as the host once
     // it gave them back, and returns its result and what the host received.
     struct Outcome {
@@ -501,8 +505,11 @@ TEST_F(NetMoreTest, APortTheJobGaveBackWithoutClosingIsNoLongerItsOwn) {
     ASSERT_EQ(control->tcp_pending, 1);
     ASSERT_EQ(control->udp_pending, 1);
 
-    auto confined = play([&] { return start({.argv = {"/bin/sh", "-c", cmd}}); },
-                         [&](Started& s) { return finish(s); });
+    auto confined = play(
+        [&] {
+            return start({.argv = {"/bin/sh", "-c", cmd}});
+        },
+        [&](Started& s) { return finish(s); });
     ASSERT_TRUE(confined);
     const Result& r = confined->r;
     Ops o = parse_ops(r.out);
@@ -669,10 +676,10 @@ TEST_F(NetMoreTest, OnlyTheListedProxyReachesServicesBeyondIt) {
     write_file(docroot + "/f", body);
     write_file(at("server.py"), kHttpServer);
     write_file(at("tinyproxy.conf"), "Port 8888\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 60\n");
-    Process http = Process::start({.argv = {"/usr/bin/python3", at("server.py"), docroot, unix_path, ready},
-                                   .env = {"PATH=/usr/bin:/bin"}});
-    Process proxy = Process::start({.argv = {"/usr/bin/tinyproxy", "-d", "-c", at("tinyproxy.conf")},
-                                    .env = {"PATH=/usr/bin:/bin"}});
+    Process http = Process::start(
+        {.argv = {"/usr/bin/python3", at("server.py"), docroot, unix_path, ready}, .env = {"PATH=/usr/bin:/bin"}});
+    Process proxy = Process::start(
+        {.argv = {"/usr/bin/tinyproxy", "-d", "-c", at("tinyproxy.conf")}, .env = {"PATH=/usr/bin:/bin"}});
     HostSock udp4 = HostSock::inet(SOCK_DGRAM, "127.0.0.2", 8000), udp6 = HostSock::inet(SOCK_DGRAM, "::1", 8000);
     ASSERT_TRUE(wait_until([&] { return exists(ready); }, 60)) << http.wait(1).describe();
     ASSERT_TRUE(wait_until([&] { return tcp_reachable("127.0.0.1", 8888); }, 60)) << proxy.wait(1).describe();

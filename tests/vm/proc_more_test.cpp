@@ -26,7 +26,6 @@ namespace {
 constexpr auto npos = std::string::npos;
 namespace fs = std::filesystem;
 
-
 // `vmhelper victims`: N processes of the test user (or root) outside any
 // job, and the address of the secret string in their memory.
 struct Victims {
@@ -212,8 +211,8 @@ TEST_F(ProcMoreTest, ARootJobCannotSignalConfineOrRootProcesses) {
     Result control = run_root("./vmhelper netproc " + kill_victim);
     ASSERT_EQ(parse_ops(control.out)[kill_victim], "ok") << control.describe();
 
-    Started s = start({.args = {"--allow-root"}, .argv = {helper_, "netproc", "kill,ppid,0", kill_victim},
-                       .as_user = false});
+    Started s =
+        start({.args = {"--allow-root"}, .argv = {helper_, "netproc", "kill,ppid,0", kill_victim}, .as_user = false});
     const pid_t confine_pid = s.proc->pid();
     Result r = finish(s);
     Ops o = parse_ops(r.out);
@@ -252,8 +251,8 @@ TEST_F(ProcMoreTest, SigioCannotSignalOutsideTheJob) {
     ASSERT_GT(pgrp, 0);
     auto op = [](auto owner, const char* how) { return fmt::format("sigio,{},15,{}", owner, how); };
     // Each attempt on a victim of its own: the control kills the first.
-    const std::vector<std::string> outside = {op(v.pids[1], "setown"), op(-pgrp, "setown"),
-                                              op(v.pids[2], "setown_ex"), op(v.pids[3], "fiosetown")};
+    const std::vector<std::string> outside = {op(v.pids[1], "setown"), op(-pgrp, "setown"), op(v.pids[2], "setown_ex"),
+                                              op(v.pids[3], "fiosetown")};
     const std::string self = "sigio,self,10";
 
     Result control = run_unconfined("./vmhelper netproc " + op(v.pids[0], "setown") + " " + self);
@@ -301,10 +300,10 @@ TEST_F(ProcMoreTest, TheJobCannotLeaveItsCgroupOrUseBpf) {
     }
     Sysctl unpriv_bpf("/proc/sys/kernel/unprivileged_bpf_disabled", "0");
 
-    Result control = run_root(fmt::format(
-        "echo $$ > {0}/a/cgroup.procs && exec setpriv --reuid={1} --regid={2} --init-groups "
-        "sh -c 'echo $$ > {0}/b/cgroup.procs && cat /proc/self/cgroup && ./vmhelper netproc bpf'",
-        deleg, test_user().uid, test_user().gid));
+    Result control =
+        run_root(fmt::format("echo $$ > {0}/a/cgroup.procs && exec setpriv --reuid={1} --regid={2} --init-groups "
+                             "sh -c 'echo $$ > {0}/b/cgroup.procs && cat /proc/self/cgroup && ./vmhelper netproc bpf'",
+                             deleg, test_user().uid, test_user().gid));
     EXPECT_EQ(control.status, 0) << control.describe();
     EXPECT_NE(control.out.find(fmt::format("0::/vmtest-more-{}/b\n", getpid())), npos) << control.describe();
     EXPECT_EQ(parse_ops(control.out)["bpf"], "ok") << control.describe();

@@ -32,8 +32,12 @@ std::string stat_field(pid_t pid, int n) {
     }
     return f;
 }
-std::string nice_of(pid_t pid) { return stat_field(pid, 19); }
-std::string policy_of(pid_t pid) { return stat_field(pid, 41); }
+std::string nice_of(pid_t pid) {
+    return stat_field(pid, 19);
+}
+std::string policy_of(pid_t pid) {
+    return stat_field(pid, 41);
+}
 
 // The value of a "Name:\tvalue" line of /proc/PID/status.
 std::string status_field(pid_t pid, const std::string& name) {
@@ -43,7 +47,9 @@ std::string status_field(pid_t pid, const std::string& name) {
     return "";
 }
 
-long ioprio_of(pid_t pid) { return syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, pid); }
+long ioprio_of(pid_t pid) {
+    return syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, pid);
+}
 
 // The "Max file size" soft limit of /proc/PID/limits.
 std::string fsize_limit(pid_t pid) {
@@ -331,9 +337,10 @@ TEST_F(ProcSchedTest, ProcFilesOfProcessesOutsideTheJobAreReadOnly) {
     ASSERT_EQ(c.pids.size(), 1u);
     ASSERT_EQ(v.pids.size(), 1u);
     auto cmd = [](pid_t p) {
-        return fmt::format("echo 10 > /proc/{0}/autogroup; a=$?; echo 500 > /proc/{0}/oom_score_adj; "
-                           "echo \"autogroup=$a oom=$?\"",
-                           p);
+        return fmt::format(
+            "echo 10 > /proc/{0}/autogroup; a=$?; echo 500 > /proc/{0}/oom_score_adj; "
+            "echo \"autogroup=$a oom=$?\"",
+            p);
     };
     ASSERT_TRUE(exists(fmt::format("/proc/{}/autogroup", c.pids[0]))) << "no CONFIG_SCHED_AUTOGROUP";
     ASSERT_NE(read_file(fmt::format("/proc/{}/autogroup", c.pids[0])).find(" nice 0"), npos);

@@ -18,8 +18,7 @@ TEST_F(ProcTest, UserNamespacesAreDenied) {
     for (const char* cmd : {"unshare -U true", "unshare -Ur true"}) {
         SCOPED_TRACE(cmd);
         Result control = run_unconfined(cmd);
-        ASSERT_EQ(control.status, 0) << "unprivileged user namespaces don't work in this guest\n"
-                                     << control.describe();
+        ASSERT_EQ(control.status, 0) << "unprivileged user namespaces don't work in this guest\n" << control.describe();
 
         Result r = run_confined("", cmd);
         EXPECT_NE(r.status, 0) << r.describe();

@@ -201,8 +201,8 @@ std::string show(const std::string& label, const Fetch& f) {
     auto it = got.find(label);
     Fetch f = it == got.end() ? Fetch{} : it->second;
     const bool connect = url.starts_with("https://");
-    const bool as_expected = connect ? f.exit == 56 && f.code == "000" && f.connect_code == "403"
-                                     : f.exit == 0 && f.code == "403";
+    const bool as_expected =
+        connect ? f.exit == 56 && f.code == "000" && f.connect_code == "403" : f.exit == 0 && f.code == "403";
     if (as_expected && f.body.find(token) == npos) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << (connect ? "expected a CONNECT refused with 403 (curl exit 56)"
                                                      : "expected the proxy's 403 (curl exit 0)")
@@ -210,8 +210,7 @@ std::string show(const std::string& label, const Fetch& f) {
 }
 
 // The fetch never got a connection: curl exit `exit` (7: refused, 28: timed out).
-::testing::AssertionResult unconnected(const std::map<std::string, Fetch>& got, const std::string& label,
-                                       int exit) {
+::testing::AssertionResult unconnected(const std::map<std::string, Fetch>& got, const std::string& label, int exit) {
     auto it = got.find(label);
     Fetch f = it == got.end() ? Fetch{} : it->second;
     if (f.exit == exit && f.code == "000") return ::testing::AssertionSuccess();
@@ -227,8 +226,8 @@ std::string show(const std::string& label, const Fetch& f) {
     for (const auto& l : r.audit)
         if (l.str("op") == "proxy" && l.str("target") == target) hits.push_back(&l);
     if (hits.size() != 1)
-        return ::testing::AssertionFailure() << "expected exactly one audit line with op proxy and target '" << target
-                                             << "', found " << hits.size();
+        return ::testing::AssertionFailure()
+               << "expected exactly one audit line with op proxy and target '" << target << "', found " << hits.size();
     const AuditLine& l = *hits.front();
     auto fail = [&](const std::string& what) {
         return ::testing::AssertionFailure() << "audit line " << l.raw << ": " << what;
@@ -242,8 +241,8 @@ std::string show(const std::string& label, const Fetch& f) {
 }
 
 size_t count_op(const Result& r, std::string_view op) {
-    return static_cast<size_t>(std::count_if(r.audit.begin(), r.audit.end(),
-                                             [&](const AuditLine& l) { return l.str("op") == op; }));
+    return static_cast<size_t>(
+        std::count_if(r.audit.begin(), r.audit.end(), [&](const AuditLine& l) { return l.str("op") == op; }));
 }
 
 // The port of "http://127.0.0.1:PORT", or 0.
@@ -335,20 +334,20 @@ protected:
 
         // A certificate for the HTTPS servers, made now; the job checks the
         // servers' names against it (--cacert), so it is in the workdir.
-        Process openssl = Process::start(
-            {.argv = {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                      "-nodes", "-keyout", at("key.pem"), "-out", at("cert.pem"), "-subj", "/CN=allowed.test",
-                      "-addext", kCertNames, "-days", "1"},
-             .env = {"PATH=/usr/bin:/bin"},
-             .cwd = base()});
+        Process openssl =
+            Process::start({.argv = {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                                     "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", at("key.pem"), "-out",
+                                     at("cert.pem"), "-subj", "/CN=allowed.test", "-addext", kCertNames, "-days", "1"},
+                            .env = {"PATH=/usr/bin:/bin"},
+                            .cwd = base()});
         Result made = openssl.wait();
         ASSERT_EQ(made.status, 0) << made.describe();
         write_file(work() + "/ca.pem", read_file(at("cert.pem")));
 
         write_file(at("servers.py"), kServers);
         const std::string ready = at("servers.ready");
-        std::vector<std::string> argv = {"/usr/bin/python3", at("servers.py"), token_, ready, at("cert.pem"),
-                                         at("key.pem")};
+        std::vector<std::string> argv = {"/usr/bin/python3", at("servers.py"), token_, ready,
+                                         at("cert.pem"),     at("key.pem")};
         for (const char* s : {"http:127.0.0.2:80", "http:127.0.0.2:8443", "https:127.0.0.2:443", "http:127.0.0.3:80",
                               "http:127.0.0.3:8443", "https:127.0.0.3:443"})
             argv.push_back(s);
@@ -620,8 +619,8 @@ TEST_F(ProxyTest, TheProxyEndsWithTheJob) {
         SCOPED_TRACE(e.how);
         unlink(url_file.c_str());
         unlink(go.c_str());
-        Started s = start({.policy = domains_policy({"allowed.test"}), .args = e.args,
-                           .argv = {"/bin/sh", "-c", publish + e.rest}});
+        Started s = start(
+            {.policy = domains_policy({"allowed.test"}), .args = e.args, .argv = {"/bin/sh", "-c", publish + e.rest}});
         if (!wait_until([&] { return exists(url_file); }, 60)) {
             write_file(go, "");
             ADD_FAILURE() << "the job never wrote its HTTP_PROXY\n" << finish(s).describe();
@@ -714,9 +713,12 @@ TEST_F(ProxyTest, TheProxyHasLimitsOfItsOwnAndItsJobStopsWhenItDies) {
     EXPECT_NE(r.err.find("the job's proxy (tinyproxy, for network.domains) exited while the job ran; stopping the job"),
               npos)
         << r.describe();
-    EXPECT_TRUE(std::any_of(r.audit.begin(), r.audit.end(), [](const AuditLine& l) {
-        return l.str("op") == "proxy" && l.str("reason") == "proxy_exited" && l.str("verdict") == "deny";
-    })) << "no audit record says the proxy exited\n"
+    EXPECT_TRUE(std::any_of(r.audit.begin(), r.audit.end(),
+                            [](const AuditLine& l) {
+                                return l.str("op") == "proxy" && l.str("reason") == "proxy_exited" &&
+                                       l.str("verdict") == "deny";
+                            }))
+        << "no audit record says the proxy exited\n"
         << r.describe();
     EXPECT_EQ(job_cgroup(r.job), "") << "the job outlived its proxy";
     EXPECT_FALSE(exists(p.cgroup)) << p.cgroup << " outlived the job";
@@ -728,8 +730,8 @@ TEST_F(ProxyTest, TheProxyHasLimitsOfItsOwnAndItsJobStopsWhenItDies) {
 // too: were it in confine's group, it would quit on SIGINT, and the job,
 // having lost its proxy, would be stopped (125, proxy_exited).
 TEST_F(ProxyTest, AnInterruptAtTheTerminalReachesTheJobNotTheProxy) {
-    Started job = start_sleeping_job({.own_group = true},
-                                     "trap 'touch interrupted' INT\nwhile :; do sleep 600 & wait $!; done");
+    Started job =
+        start_sleeping_job({.own_group = true}, "trap 'touch interrupted' INT\nwhile :; do sleep 600 & wait $!; done");
     const RunningProxy p = proxy_of(job);
     if (p.pid < 0) {
         kill(job.proc->pid(), SIGTERM);
@@ -786,9 +788,7 @@ TEST_F(ProxyTest, AProxyLeftByAKilledConfineEndsOnceItsJobIsGone) {
 // same policies are fine (policies/claude-code.toml sets HTTP_PROXY).
 TEST_F(ProxyTest, APolicyWithDomainsMayNotSetOrKeepTheProxyVariables) {
     const std::string set = "set = { HTTP_PROXY = \"http://127.0.0.1:3128\" }\n";
-    auto keep = [](const std::string& policy) {
-        return replaced(policy, "\"TERM\"]", "\"TERM\", \"https_proxy\"]");
-    };
+    auto keep = [](const std::string& policy) { return replaced(policy, "\"TERM\"]", "\"TERM\", \"https_proxy\"]"); };
     struct Variant {
         std::string name, variable, bad, good;
     };
@@ -810,7 +810,8 @@ TEST_F(ProxyTest, APolicyWithDomainsMayNotSetOrKeepTheProxyVariables) {
         EXPECT_EQ(ok.status, 0) << ok.describe();
         Result refused = check(bad);
         EXPECT_NE(refused.status, 0) << refused.describe();
-        const std::regex where("(^|\n)" + std::regex_replace(bad, std::regex(R"([.])"), R"(\.)") + R"(:[0-9]+:[0-9]+: )");
+        const std::regex where("(^|\n)" + std::regex_replace(bad, std::regex(R"([.])"), R"(\.)") +
+                               R"(:[0-9]+:[0-9]+: )");
         EXPECT_TRUE(std::regex_search(refused.err, where)) << refused.describe();
         EXPECT_NE(refused.err.find(v.variable), npos) << refused.describe();
 

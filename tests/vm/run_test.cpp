@@ -4,10 +4,10 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <filesystem>
 
 #include <cstring>
 #include <map>
@@ -82,9 +82,11 @@ TEST_F(RunTest, EnvironmentIsScrubbed) {
 // A policy that neither keeps nor sets PATH still lets the job find its
 // programs (gcc would not even find its own cc1 without one).
 TEST_F(RunTest, AJobWhosePolicyHasNoPathGetsTheStandardOne) {
-    const std::string policy = "version = 1\n[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\"]\n"
-                               "write = [\"{workdir}\"]\n[env]\nkeep = []\n";
-    Result r = run({.policy = policy, .env = {"PATH=/nonexistent"}, .argv = {"sh", "-c", "echo $PATH; command -v git"}});
+    const std::string policy =
+        "version = 1\n[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\"]\n"
+        "write = [\"{workdir}\"]\n[env]\nkeep = []\n";
+    Result r =
+        run({.policy = policy, .env = {"PATH=/nonexistent"}, .argv = {"sh", "-c", "echo $PATH; command -v git"}});
     ASSERT_EQ(r.status, 0) << r.describe();
     EXPECT_EQ(r.out, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n/usr/bin/git\n") << r.describe();
 
@@ -284,7 +286,8 @@ TEST_F(RunTest, RefusesRootWithoutAllowRoot) {
     unlink("/var/tmp/confine-tests/root-marker");
 
     // It is about root: with --allow-root the same job starts, still confined.
-    r = run({.args = {"--allow-root"}, .argv = {"/bin/sh", "-c", "id -u; grep CapEff /proc/self/status"},
+    r = run({.args = {"--allow-root"},
+             .argv = {"/bin/sh", "-c", "id -u; grep CapEff /proc/self/status"},
              .as_user = false});
     EXPECT_EQ(r.status, 0) << r.describe();
     EXPECT_EQ(r.out, "0\nCapEff:\t0000000000000000\n") << r.describe();
@@ -295,7 +298,8 @@ TEST_F(RunTest, RefusesToStartWhenTheProbeFails) {
     // kernel booted without lsm=...,bpf.
     const std::string marker = work() + "/marker";
     auto confined_touch = [&](const std::string& fake_lsm) {
-        std::string mount = fake_lsm.empty() ? "true" : fmt::format("mount --bind {} /sys/kernel/security/lsm", fake_lsm);
+        std::string mount =
+            fake_lsm.empty() ? "true" : fmt::format("mount --bind {} /sys/kernel/security/lsm", fake_lsm);
         return run_root(fmt::format(
             "unshare -m sh -c '{} && {} probe; echo probe=$? >&2; exec {} run --user {} --workdir {} -- touch {}'",
             mount, confine_bin(), confine_bin(), kUser, work(), marker));
@@ -366,10 +370,10 @@ std::set<std::string> maps_keyed_by(uint64_t cgid) {
 
 TEST_F(RunTest, NothingIsLeftAttachedOrMappedAfterTheJob) {
     const std::string policy = make_policy({.connect = {"tcp://127.0.0.1:9"}});
-    Started job = start({.policy = policy,
-                         .argv = {"/bin/sh", "-c",
-                                  fmt::format("cat {}; touch ready; while [ ! -e release ]; do sleep 0.1; done",
-                                              kSshKey)}});
+    Started job =
+        start({.policy = policy,
+               .argv = {"/bin/sh", "-c",
+                        fmt::format("cat {}; touch ready; while [ ! -e release ]; do sleep 0.1; done", kSshKey)}});
     ASSERT_TRUE(wait_until([&] { return exists(work() + "/ready"); }, 60)) << finish(job, 1).describe();
     // Job cgroups live in their build's parent: <cgroup2>/confine/<tag>/<job>.
     const std::string cg = job_cgroup(job.job);

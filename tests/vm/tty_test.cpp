@@ -78,8 +78,7 @@ TEST_F(TtyTest, AnotherSessionsTerminalIsOutOfReach) {
     Result r = run_confined("", "./vmhelper netproc pty,own " + read_op);
     Ops o = parse_ops(r.out);
     EXPECT_EQ(o["pty,own"], "ok /dev/pts/0") << r.describe();
-    EXPECT_TRUE(o[read_op] == "open:ENOENT" || (slave == "/dev/pts/0" && o[read_op] == "open:EIO"))
-        << r.describe();
+    EXPECT_TRUE(o[read_op] == "open:ENOENT" || (slave == "/dev/pts/0" && o[read_op] == "open:EIO")) << r.describe();
     EXPECT_TRUE(r.audit.empty()) << r.describe();
 
     Result alone = run_confined("", "./vmhelper netproc " + read_op + "; ls /dev/pts | tr '\\n' ' '; echo");
@@ -98,7 +97,7 @@ TEST_F(TtyTest, TheJobMakesPtysOfItsOwn) {
     EXPECT_EQ(r.status, 0) << r.describe();
     EXPECT_EQ(parse_ops(r.out)["pty,own"], "ok /dev/pts/0") << r.describe();
     EXPECT_TRUE(std::regex_search(r.out, std::regex("\n/dev/pts/[0-9]+\r?\n"))) << "script got no terminal\n"
-                                                                             << r.describe();
+                                                                                << r.describe();
     EXPECT_EQ(r.out.find("not a tty"), npos) << r.describe();
     EXPECT_TRUE(r.audit.empty()) << r.describe();
 }
@@ -129,10 +128,10 @@ TEST_F(TtyTest, TheJobCannotTypeIntoAnInheritedTerminal) {
     // confine in that position: its stdin the terminal, which is its
     // session's controlling terminal.
     const std::string audit = at("audit-tty.jsonl");
-    Result r = run_root(fmt::format(
-        "exec setsid -c {} run --user {} --workdir {} --audit-log {} --job-id tty-job -- "
-        "./vmhelper netproc 'tiocsti,0,echo typed' tiocsctty,0 'tiocsti,0,echo again' <>{}",
-        confine_bin(), kUser, work(), audit, slave));
+    Result r =
+        run_root(fmt::format("exec setsid -c {} run --user {} --workdir {} --audit-log {} --job-id tty-job -- "
+                             "./vmhelper netproc 'tiocsti,0,echo typed' tiocsctty,0 'tiocsti,0,echo again' <>{}",
+                             confine_bin(), kUser, work(), audit, slave));
     r.job = "tty-job";
     r.audit = parse_audit(read_file(audit));
     Ops o = parse_ops(r.out);
@@ -160,9 +159,9 @@ TEST_F(TtyTest, TheJobCannotTakeOverASessionlessTerminal) {
 
     // Control: the same user, in a session of its own (setsid) but without
     // a controlling terminal, as the job is.
-    Result control = run_root(
-        fmt::format("exec setsid setpriv --reuid={} --regid={} --init-groups ./vmhelper netproc {} <>{}",
-                    test_user().uid, test_user().gid, ops, slave));
+    Result control =
+        run_root(fmt::format("exec setsid setpriv --reuid={} --regid={} --init-groups ./vmhelper netproc {} <>{}",
+                             test_user().uid, test_user().gid, ops, slave));
     Ops c = parse_ops(control.out);
     EXPECT_EQ(c["tiocsctty,0"], "ok") << control.describe();
     EXPECT_EQ(c["tiocsti,0,echo typed"], "ok") << control.describe();
@@ -171,9 +170,10 @@ TEST_F(TtyTest, TheJobCannotTakeOverASessionlessTerminal) {
     ASSERT_FALSE(HasFailure());
 
     const std::string audit = at("audit-tty.jsonl");
-    Result r = run_root(fmt::format("exec {} run --user {} --workdir {} --audit-log {} --job-id tty-job -- "
-                                    "./vmhelper netproc {} <>{}",
-                                    confine_bin(), kUser, work(), audit, ops, slave));
+    Result r =
+        run_root(fmt::format("exec {} run --user {} --workdir {} --audit-log {} --job-id tty-job -- "
+                             "./vmhelper netproc {} <>{}",
+                             confine_bin(), kUser, work(), audit, ops, slave));
     r.job = "tty-job";
     r.audit = parse_audit(read_file(audit));
     Ops o = parse_ops(r.out);
