@@ -461,8 +461,9 @@ TEST_F(RunTest, PrintPolicyShowsTheDirectoriesARunUses) {
 
     Result shown = run({.args = {"--print-policy"}, .env = {"TMPDIR=" + link}, .argv = {"true"}});
     ASSERT_EQ(shown.status, 0) << shown.describe();
-    const std::regex tmp_rule("\"" + real + "/confine-" + shown.job + R"(\.[A-Za-z0-9]{6}/tmp")");
+    const std::regex tmp_rule("\n" + real + "/confine-" + shown.job + R"(\.[A-Za-z0-9]{6}/tmp +read,write)");
     EXPECT_TRUE(std::regex_search(shown.out, tmp_rule)) << "no rule for the run's private tmp\n" << shown.describe();
+    EXPECT_EQ(shown.out.find(".XXXXXX/"), std::string::npos) << "a template, not a directory\n" << shown.describe();
     EXPECT_TRUE(std::filesystem::is_empty(real)) << "--print-policy left its directories in " << real;
 }
 
