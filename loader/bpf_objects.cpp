@@ -203,7 +203,7 @@ Result<std::vector<uint32_t>> attached_ids(int cgroup_fd, bpf_attach_type type) 
         return fail(Error::sys(fmt::format("bpf: querying the programs attached to confine's parent cgroup "
                                            "(attach type {})",
                                            static_cast<int>(type)))
-                        .hint("ENOSPC: more than 64 are attached; remove the build's cgroup under "
+                        .hint("ENOSPC means more than 64 are attached: remove the build's cgroup under "
                               "/sys/fs/cgroup/confine once no job runs"));
     return std::vector<uint32_t>(ids, ids + q.prog_cnt);
 }

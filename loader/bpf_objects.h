@@ -5,9 +5,7 @@
 #include <bpf/libbpf.h>
 
 #include <array>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "common/error.h"
 #include "common/fd.h"
