@@ -3,7 +3,6 @@
 #include <bpf/bpf.h>
 
 #include <cstring>
-#include <map>
 
 #include "bpf/job.h"
 
@@ -59,13 +58,9 @@ confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep) {
 
 Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const policy::Compiled& c, int ring_fd) {
     JobPolicy p(objs, id);
-    // Guards are entries too, with the access their path has anyway.
-    std::map<std::string, uint32_t> entries;
-    for (const policy::FsEntry& e : c.fs) entries[e.prefix] = e.access;
-    for (const std::string& g : c.guards) entries[g] = policy::access_at(c, g) | CONFINE_FS_GUARD;
-    for (const std::string& l : c.listable) entries[l] = policy::access_at(c, l) | entries[l] | CONFINE_FS_LIST;
-    for (const auto& [prefix, access] : entries) {
-        confine_fs_key k = fs_key(id, prefix);
+    for (const policy::FsTableEntry& e : policy::fs_table(c)) {
+        confine_fs_key k = fs_key(id, e.prefix);
+        uint32_t access = e.access | (e.guard ? CONFINE_FS_GUARD : 0) | (e.listable ? CONFINE_FS_LIST : 0);
         // The key length tells the BPF side an exact match from a prefix one.
         uint32_t value = confine_fs_value(access, confine_fs_path_bytes(k.prefixlen));
         if (auto r = update(objs, Map::FsRules, &k, &value); !r) return fail(r.error());

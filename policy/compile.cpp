@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -576,6 +577,25 @@ uint8_t access_at(const Compiled& c, std::string_view path) {
     for (const FsEntry& e : c.fs)
         if (covers(e.prefix, path) && (!best || e.prefix.size() > best->prefix.size())) best = &e;
     return best ? best->access : 0;
+}
+
+std::vector<FsTableEntry> fs_table(const Compiled& c) {
+    std::map<std::string, FsTableEntry> t;
+    auto at = [&](const std::string& p) -> FsTableEntry& { return t.try_emplace(p, FsTableEntry{p}).first->second; };
+    for (const FsEntry& e : c.fs) at(e.prefix).access = e.access;
+    // A guard or a listable directory changes no access: it has the access
+    // its path has anyway (listing is granted separately).
+    for (const std::string& g : c.guards) {
+        at(g).access = access_at(c, g);
+        at(g).guard = true;
+    }
+    for (const std::string& l : c.listable) {
+        at(l).access |= access_at(c, l);
+        at(l).listable = true;
+    }
+    std::vector<FsTableEntry> out;
+    for (auto& [prefix, e] : t) out.push_back(std::move(e));
+    return out;
 }
 
 const std::vector<std::pair<std::string_view, int>>& family_names() {

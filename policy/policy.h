@@ -179,6 +179,20 @@ Result<Compiled> compile(const Policy& p, const Vars& vars);
 // The access of PATH: the longest entry that is a whole-component prefix.
 uint8_t access_at(const Compiled& c, std::string_view path);
 
+// One entry of the kernel's table of a job's paths (the fs_rules map): the
+// access at PREFIX, and whether it is a guard (no rename) or may be listed.
+struct FsTableEntry {
+    std::string prefix;
+    uint8_t access = 0;
+    bool guard = false;
+    bool listable = false;
+    bool operator==(const FsTableEntry&) const = default;
+};
+
+// The table's entries, by prefix: the rules, their guards and the listable
+// directories merged, one entry per distinct prefix.
+std::vector<FsTableEntry> fs_table(const Compiled& c);
+
 // Human-readable effective policy, for `confine run --print-policy`.
 std::string render(const Compiled& c);
 

@@ -20,6 +20,13 @@
 #include "policy/policy.h"
 
 namespace confine::policy {
+
+// How gtest shows a table entry in a failure.
+void PrintTo(const FsTableEntry& e, std::ostream* os) {
+    *os << "{" << e.prefix << " access=" << int(e.access) << (e.guard ? " guard" : "")
+        << (e.listable ? " listable" : "") << "}";
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -681,6 +688,40 @@ TEST(CompileListable, DirectoriesAboveReadableRulesThatNoRuleCoversMayBeListed) 
     EXPECT_EQ(access_at(*c, "/var/tmp/other"), 0);
     EXPECT_NE(render(*c).find(R"(# may be listed (names only): ["/", "/var", "/var/tmp"])"), std::string::npos)
         << render(*c);
+}
+
+// The kernel's table merges rules, guards and listable directories, one
+// entry per prefix, whatever the order they were found in: a guard that is
+// also a rule keeps the rule's access; a listable directory that is also a
+// guard stays a guard.
+TEST(CompileFsTable, RulesGuardsAndListableDirectoriesMergeByPrefix) {
+    Policy p;
+    p.fs.read = {{"/usr", {}}};
+    p.fs.write = {{"/w", {}}};
+    p.fs.deny_write = {{"/w/.git/hooks", {}}};
+    auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
+    ASSERT_TRUE(c) << c.error().message;
+    const uint8_t rwx = kRead | kWrite | kExec, rx = kRead | kExec;
+    EXPECT_EQ(fs_table(*c), (std::vector<FsTableEntry>{
+                                {"/", 0, false, true},          // above the readable /usr: listable
+                                {"/usr", rx, false, false},     // a rule
+                                {"/w", rwx, true, false},       // a rule, and a guard of .git/hooks
+                                {"/w/.git", rwx, true, false},  // a guard only: the access /w gives it
+                                {"/w/.git/hooks", rx, false, false},
+                            }))
+        << render(*c);
+}
+
+TEST(CompileFsTable, AListableDirectoryGainsNoAccess) {
+    Policy p;
+    p.fs.read = {{"/var/lib/x", {}}};
+    auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
+    ASSERT_TRUE(c) << c.error().message;
+    for (const FsTableEntry& e : fs_table(*c)) {
+        if (e.listable) {
+            EXPECT_EQ(e.access, 0) << e.prefix;
+        }
+    }
 }
 
 // ---- [limits] ----
