@@ -730,10 +730,11 @@ TEST_F(ProxyTest, TheProxyHasLimitsOfItsOwnAndItsJobStopsWhenItDies) {
 // too: were it in confine's group, it would quit on SIGINT, and the job,
 // having lost its proxy, would be stopped (125, proxy_exited).
 TEST_F(ProxyTest, AnInterruptAtTheTerminalReachesTheJobNotTheProxy) {
-    Started job =
-        start_sleeping_job({.own_group = true}, "trap 'touch interrupted' INT\nwhile :; do sleep 600 & wait $!; done");
+    Started job = start_sleeping_job({.own_group = true},
+                                     "trap 'touch interrupted' INT\ntouch trapped\n"
+                                     "while :; do sleep 600 & wait $!; done");
     const RunningProxy p = proxy_of(job);
-    if (p.pid < 0) {
+    if (p.pid < 0 || !wait_until([&] { return exists(work() + "/trapped"); }, 30)) {
         kill(job.proc->pid(), SIGTERM);
         FAIL() << finish(job, 60).describe();
     }
