@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "bpf/job.h"
+#include "loader/wire.h"
 
 namespace confine {
 namespace {
@@ -106,18 +107,18 @@ std::string json_quote(std::string_view s) {
     return out + "\"";
 }
 
+AuditLog::AuditLog(Fd fd, bool client, std::string job_id, bool audit_mode)
+    : fd_(std::move(fd)),
+      client_(client),
+      job_(std::move(job_id)),
+      audit_mode_(audit_mode),
+      realtime_offset_ns_(clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC)) {}
+
 Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, bool audit_mode) {
-    AuditLog log;
-    if (path.empty()) {
-        log.fd_.reset(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3));
-    } else {
-        log.fd_.reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
-    }
-    if (!log.fd_) return fail(Error::sys("audit: opening " + (path.empty() ? "stderr" : path)));
-    log.job_ = std::move(job_id);
-    log.audit_mode_ = audit_mode;
-    log.realtime_offset_ns_ = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
-    return log;
+    Fd fd(path.empty() ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)
+                       : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+    if (!fd) return fail(Error::sys("audit: opening " + (path.empty() ? "stderr" : path)));
+    return AuditLog(std::move(fd), false, std::move(job_id), audit_mode);
 }
 
 std::string AuditLog::format(const confine_event& e) const {
@@ -181,8 +182,18 @@ void AuditLog::limit(uint64_t cgroup_id, std::string_view target, uint64_t count
         audit_mode_ ? "audit" : "enforce"));
 }
 
+Result<AuditLog> AuditLog::to_client(int connection, std::string job_id, bool audit_mode) {
+    Fd fd(fcntl(connection, F_DUPFD_CLOEXEC, 3));
+    if (!fd) return fail(Error::sys("audit: the client's connection"));
+    return AuditLog(std::move(fd), true, std::move(job_id), audit_mode);
+}
+
 void AuditLog::write_line(std::string line) {
     line += '\n';
+    if (client_) {
+        (void)wire::send(fd_.get(), wire::Type::Audit, line);
+        return;
+    }
     // One write per line: O_APPEND keeps lines whole between writers.
     (void)::write(fd_.get(), line.data(), line.size());
 }

@@ -18,6 +18,8 @@ class AuditLog {
 public:
     // `path` empty: standard error. A file is opened for appending.
     static Result<AuditLog> open(const std::string& path, std::string job_id, bool audit_mode);
+    // Lines go to a daemon client, one wire::Type::Audit message each.
+    static Result<AuditLog> to_client(int connection, std::string job_id, bool audit_mode);
 
     void event(const confine_event& e);
     void lost(uint64_t cgroup_id, uint64_t count);
@@ -36,9 +38,10 @@ public:
     std::string format(const confine_event& e) const;
 
 private:
-    AuditLog() = default;
+    AuditLog(Fd fd, bool client, std::string job_id, bool audit_mode);
     void write_line(std::string line);
     Fd fd_;
+    bool client_ = false;
     std::string job_;
     bool audit_mode_ = false;
     int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at open

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -116,9 +117,39 @@ Result<JobCgroup> JobCgroup::create(const std::string& parent, const std::string
             return fail(Error::sys("cgroup: mkdir " + path).hint("Another job has this id; pick another --job-id"));
         return fail(Error::sys("cgroup: mkdir " + path));
     }
+    // Whose job it is: a later confine kills the job once this process is
+    // gone (collect_orphan_jobs). Set before any process can enter.
+    const std::string owner = process_identity(getpid());
+    if (setxattr(path.c_str(), kOwnerXattr, owner.data(), owner.size(), 0) != 0) {
+        rmdir(path.c_str());
+        return fail(Error::sys("cgroup: setting " + std::string(kOwnerXattr) + " on " + path));
+    }
     auto cg = adopt(path);
     if (!cg) rmdir(path.c_str());
     return cg;
+}
+
+std::string process_identity(pid_t pid) {
+    // /proc/PID/stat's 22nd field, the start time, tells a reused pid apart.
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t at = stat.rfind(')');
+    if (at == std::string::npos) return "";
+    std::istringstream rest(stat.substr(at + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; i++) {
+    }
+    return fmt::format("{}:{}", pid, field);
+}
+
+bool owner_alive(const std::string& path) {
+    char buf[64];
+    ssize_t n = getxattr(path.c_str(), kOwnerXattr, buf, sizeof buf - 1);
+    // None: a cgroup mkdir'd a moment ago, not yet marked; its maker lives.
+    if (n < 0) return true;
+    std::string owner(buf, static_cast<size_t>(n));
+    pid_t pid = static_cast<pid_t>(strtol(owner.c_str(), nullptr, 10));
+    return pid > 0 && process_identity(pid) == owner;
 }
 
 Result<JobCgroup> JobCgroup::adopt(const std::string& path) {

@@ -26,6 +26,13 @@ struct LimitHits {
     uint64_t cpu = 0;     // cpu.stat nr_throttled: periods the job was throttled in
 };
 
+// The xattr on a job's cgroup naming the confine process that supervises it.
+inline constexpr const char* kOwnerXattr = "trusted.confine.owner";
+// "PID:STARTTIME" of a live process, "" if there is none with that PID.
+std::string process_identity(pid_t pid);
+// Whether the confine that made the job cgroup at PATH still runs.
+bool owner_alive(const std::string& path);
+
 class JobCgroup {
 public:
     // Creates PARENT/NAME. Fails if it exists.

@@ -3,8 +3,12 @@
 #include <bpf/bpf.h>
 
 #include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
 
 #include "bpf/job.h"
+#include "loader/cgroup.h"
 
 namespace confine {
 namespace {
@@ -143,6 +147,50 @@ uint64_t JobPolicy::lost() const {
     confine_job job{};
     if (bpf_map_lookup_elem(objs_->map_fd(Map::Jobs), &id_, &job) != 0) return 0;
     return job.lost;
+}
+
+namespace {
+
+// Every key of MAP for which OURS says yes, read before any is deleted.
+template <class Key, class Pred>
+void delete_keys(int map, Pred ours) {
+    std::vector<Key> doomed;
+    Key k{};
+    for (int err = bpf_map_get_next_key(map, nullptr, &k); err == 0; err = bpf_map_get_next_key(map, &k, &k))
+        if (ours(k)) doomed.push_back(k);
+    for (const Key& d : doomed) bpf_map_delete_elem(map, &d);
+}
+
+// What JobPolicy's destructor removes, for a job whose confine never ran it.
+void forget_job(const BpfObjects& objs, uint64_t id) {
+    forget_keys(objs, id);
+    bpf_map_delete_elem(objs.map_fd(Map::Jobs), &id);
+    bpf_map_delete_elem(objs.map_fd(Map::Rings), &id);
+    delete_keys<confine_fs_key>(objs.map_fd(Map::FsRules), [&](const confine_fs_key& k) {
+        return k.cgroup_id_lo == static_cast<uint32_t>(id) && k.cgroup_id_hi == static_cast<uint32_t>(id >> 32);
+    });
+    delete_keys<confine_net_key>(objs.map_fd(Map::NetRules),
+                                 [&](const confine_net_key& k) { return k.cgroup_id == id; });
+}
+
+}  // namespace
+
+size_t collect_orphan_jobs(const BpfObjects& objs) {
+    size_t ended = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(objs.jobs_parent(), ec)) {
+        if (!entry.is_directory(ec) || owner_alive(entry.path())) continue;
+        auto cg = JobCgroup::adopt(entry.path());
+        if (!cg) continue;
+        uint64_t id = cg->id();
+        if (auto r = cg->kill_and_remove(); !r) {
+            fmt::print(stderr, "confine: ending an orphaned job: {}\n", r.error().message);
+            continue;
+        }
+        forget_job(objs, id);
+        ended++;
+    }
+    return ended;
 }
 
 }  // namespace confine

@@ -38,6 +38,11 @@ private:
     bool ring_ = false, job_ = false;
 };
 
+// Kills and removes every job whose confine is gone (a worker of a daemon
+// that died, a confine that was SIGKILLed), and its entries in the maps.
+// Its programs kept it confined until then. Returns how many it ended.
+size_t collect_orphan_jobs(const BpfObjects& objs);
+
 // Encodes a rule prefix into its LPM key (exposed for tests).
 confine_fs_key fs_key(uint64_t cgroup_id, const std::string& prefix);
 confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep);

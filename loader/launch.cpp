@@ -111,8 +111,9 @@ void drop_privileges(const LaunchSpec& s, int report) {
     // which clears it).
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (chdir(s.workdir.c_str()) != 0) child_fail(report, Step::Workdir, errno);
-    // Without a stdout, the job gets no stderr either, never confine's.
-    if (s.stderr_to_stdout && dup2(STDOUT_FILENO, STDERR_FILENO) < 0 && (errno != EBADF || close(STDERR_FILENO) != 0))
+    // Without that fd (a closed stdout), the job gets no stderr, never confine's.
+    if (s.stderr_fd != STDERR_FILENO && dup2(s.stderr_fd, STDERR_FILENO) < 0 &&
+        (errno != EBADF || close(STDERR_FILENO) != 0))
         child_fail(report, Step::Fds, errno);
     // Only 0-2 survive execve; `report` is already close-on-exec.
     if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(report, Step::Fds, errno);

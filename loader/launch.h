@@ -25,7 +25,9 @@ struct LaunchSpec {
     std::vector<gid_t> groups;
     int cgroup_fd = -1;
     gid_t tty_gid = 0;              // group of the job's ptys (0: the opener's)
-    bool stderr_to_stdout = false;  // fd 2 carries the audit log: the job writes its own to fd 1
+    // The job's fd 2: not confine's own where that carries the audit log
+    // (then fd 1), or a daemon client's.
+    int stderr_fd = STDERR_FILENO;
 };
 
 struct Child {

@@ -1,11 +1,13 @@
 // confine: run a command confined by BPF-LSM programs attached to its cgroup.
 #include <fmt/format.h>
 #include <getopt.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
 
 #include "loader/bpf_objects.h"
+#include "loader/daemon.h"
 #include "loader/probe.h"
 #include "loader/run.h"
 #include "policy/policy.h"
@@ -16,6 +18,8 @@ constexpr const char* kUsage = R"(usage:
   confine run [--policy FILE] [--workdir DIR] [--user USER] [--mode enforce|audit]
               [--audit-log FILE] [--job-id ID] [--timeout DURATION] [--allow-root]
               [--seed-home DIR] [--keep-dirs] [--print-policy] [-v] -- CMD [ARG...]
+  confine daemon [--socket PATH] [--ceiling FILE] [--config FILE] [--group GROUP]
+                         start jobs for users without root (docs/daemon.md)
   confine probe [-v]     can this kernel enforce? exit 0, or explain and exit 1
   confine check FILE     validate a policy; errors as FILE:LINE:COL: message
 )";
@@ -89,7 +93,31 @@ int cmd_run(int argc, char** argv) {
     }
     for (int i = optind; i < argc; i++) o.command.push_back(argv[i]);
     confine::set_libbpf_verbose(verbose);
-    return confine::run(o);
+    // Without root, the daemon starts the job.
+    return geteuid() == 0 ? confine::run(o) : confine::run_through_daemon(o);
+}
+
+int cmd_daemon(int argc, char** argv) {
+    confine::DaemonOptions o;
+    static const option longopts[] = {
+        {"socket", required_argument, nullptr, 's'},
+        {"ceiling", required_argument, nullptr, 'c'},
+        {"config", required_argument, nullptr, 'f'},
+        {"group", required_argument, nullptr, 'g'},
+        {nullptr, 0, nullptr, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, nullptr)) != -1) {
+        switch (c) {
+            case 's': o.socket = optarg; break;
+            case 'c': o.ceiling = optarg; break;
+            case 'f': o.config = optarg; break;
+            case 'g': o.group = optarg; break;
+            default: return usage_error("daemon: bad option");
+        }
+    }
+    if (optind != argc) return usage_error("daemon: unexpected argument '" + std::string(argv[optind]) + "'");
+    return confine::daemon_main(o);
 }
 
 int cmd_probe(int argc, char** argv) {
@@ -120,6 +148,7 @@ int main(int argc, char** argv) {
     if (argc < 2) return usage_error("missing command");
     std::string cmd = argv[1];
     if (cmd == "run") return cmd_run(argc - 1, argv + 1);
+    if (cmd == "daemon") return cmd_daemon(argc - 1, argv + 1);
     if (cmd == "probe") return cmd_probe(argc - 1, argv + 1);
     if (cmd == "check") return cmd_check(argc - 1, argv + 1);
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {

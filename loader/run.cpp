@@ -27,6 +27,7 @@
 #include "loader/launch.h"
 #include "loader/probe.h"
 #include "loader/proxy.h"
+#include "loader/wire.h"
 
 extern char** environ;
 
@@ -57,7 +58,9 @@ Result<User> lookup_user(const passwd* pw, const std::string& what) {
 // unless --allow-root).
 Result<User> target_user(const RunOptions& o) {
     Result<User> u = fail(Error::msg(""));
-    if (!o.user.empty()) {
+    if (o.served) {
+        u = lookup_user(getpwuid(o.served->uid), std::to_string(o.served->uid));
+    } else if (!o.user.empty()) {
         char* end = nullptr;
         unsigned long id = strtoul(o.user.c_str(), &end, 10);
         u = lookup_user(*end == '\0' ? getpwuid(static_cast<uid_t>(id)) : getpwnam(o.user.c_str()), o.user);
@@ -131,12 +134,21 @@ private:
 // default for services.
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+// [env].keep takes its values from `from` (a daemon client's environment),
+// else from confine's own.
 std::vector<std::string> job_environment(const policy::Compiled& c, const std::string& home, const std::string& tmp,
-                                         const JobProxy* proxy) {
+                                         const JobProxy* proxy, const std::vector<std::string>* from) {
     std::vector<std::string> env;
     if (proxy) env = proxy->environment();
-    for (const std::string& name : c.env_keep)
-        if (const char* v = getenv(name.c_str())) env.push_back(name + "=" + v);
+    for (const std::string& name : c.env_keep) {
+        if (!from) {
+            if (const char* v = getenv(name.c_str())) env.push_back(name + "=" + v);
+            continue;
+        }
+        auto it = std::find_if(from->begin(), from->end(),
+                               [&](const std::string& e) { return e.starts_with(name + "="); });
+        if (it != from->end()) env.push_back(*it);
+    }
     for (const auto& [name, value] : c.env_set) env.push_back(name + "=" + value);
     env.push_back("HOME=" + home);
     env.push_back("TMPDIR=" + tmp);
@@ -317,8 +329,10 @@ private:
 // forwards termination requests to it. A job still running at its timeout
 // (0: none) is ended (Deadline); `timed_out` says so, and the status is then
 // kExitTimeout whatever the main process's own.
+// A daemon client (`client` >= 0) sends signals as messages; its going
+// away ends the job.
 int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t cgid, uint64_t& reported_lost,
-              JobCgroup& cg, JobProxy* proxy, uint64_t timeout_s, bool& timed_out) {
+              JobCgroup& cg, JobProxy* proxy, int client, uint64_t timeout_s, bool& timed_out) {
     AuditLog& log = ring.log();
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -328,11 +342,12 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t 
     bool proxy_lost = false;
 
     for (;;) {
-        pollfd fds[4] = {{child.pidfd.get(), POLLIN, 0},
+        pollfd fds[5] = {{child.pidfd.get(), POLLIN, 0},
                          {ring.poll_fd(), POLLIN, 0},
                          {sfd.get(), POLLIN, 0},
-                         {proxy ? proxy->log_fd() : -1, POLLIN, 0}};
-        if (poll(fds, 4, deadline.wait_ms(1000)) < 0 && errno != EINTR) break;
+                         {proxy ? proxy->log_fd() : -1, POLLIN, 0},
+                         {client, POLLIN, 0}};
+        if (poll(fds, 5, deadline.wait_ms(1000)) < 0 && errno != EINTR) break;
         ring.drain();
         if (proxy) proxy->drain(log);
         if (proxy && proxy->exited() && !proxy_lost) {
@@ -351,6 +366,18 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t 
             // The job has its own session, so Ctrl-C at the caller's
             // terminal reaches confine only: pass every request on.
             while (read(sfd.get(), &si, sizeof si) == sizeof si) kill(child.pid, static_cast<int>(si.ssi_signo));
+        }
+        if (fds[4].revents) {
+            auto m = wire::receive(client);
+            if (m && *m && (*m)->type == wire::Type::Signal) {
+                int sig = atoi((*m)->payload.c_str());
+                if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) kill(child.pid, sig);
+            } else if (!m || !*m) {
+                // The client is gone: nobody is left to read the job's audit
+                // lines or status, so the job ends.
+                client = -1;
+                if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
+            }
         }
         if (fds[0].revents & POLLIN) break;
         deadline.step(child, cg);
@@ -388,6 +415,8 @@ bool same_file(const struct stat& a, const struct stat& b) {
 // Without it, the log is confine's stderr, and the job's stderr is joined
 // to its stdout (returns true); a stdout that is confine's stderr too
 // (`2>&1` into a file or pipe) would let the job write into the log.
+Result<void> audit_outside_writable_set(const std::string& path, const policy::Compiled& c);
+
 Result<bool> audit_apart_from_job(const std::string& path, const policy::Compiled& c) {
     // Whether the job, whose fd 2 is `err_fd`, can write to the file `st`:
     // through fd 1 or 2, or fd 0 where that is a socket.
@@ -407,6 +436,21 @@ Result<bool> audit_apart_from_job(const std::string& path, const policy::Compile
                                   "(not 2>&1), so no line in the log can be forged"));
         return true;
     }
+    if (auto r = audit_outside_writable_set(path, c); !r) return fail(r.error());
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0 && job_writes(st, STDERR_FILENO))
+        return fail(Error::msg("audit: the audit log " + path + " is the job's stdin, stdout or stderr")
+                        .hint("Give --audit-log a file or pipe of its own, so no line in it can be forged"));
+    // A second name could be in the job's writable set.
+    if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
+        return fail(Error::msg("audit: the audit log " + path + " has other hard links, which the job may reach")
+                        .hint("Give --audit-log a file with one name, outside the job's writable set"));
+    return false;
+}
+
+// The audit log PATH (empty: none) must not be in the job's writable set.
+Result<void> audit_outside_writable_set(const std::string& path, const policy::Compiled& c) {
+    if (path.empty()) return {};
     // Where the log really is: through symlinks at the end too, dangling
     // ones included (the log would be created where they point).
     std::error_code ec;
@@ -420,22 +464,36 @@ Result<bool> audit_apart_from_job(const std::string& path, const policy::Compile
     if (policy::access_at(c, resolved) & policy::kWrite)
         return fail(Error::msg("audit: the audit log " + resolved + " is writable by the job under its policy")
                         .hint("Put it outside the job's writable set, so no line in it can be forged"));
-    struct stat st {};
-    if (stat(path.c_str(), &st) == 0 && job_writes(st, STDERR_FILENO))
-        return fail(Error::msg("audit: the audit log " + path + " is the job's stdin, stdout or stderr")
-                        .hint("Give --audit-log a file or pipe of its own, so no line in it can be forged"));
-    // A second name could be in the job's writable set.
-    if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
-        return fail(Error::msg("audit: the audit log " + path + " has other hard links, which the job may reach")
-                        .hint("Give --audit-log a file with one name, outside the job's writable set"));
-    return false;
+    return {};
+}
+
+// The job's policy: the embedded default, a file, or a daemon client's text.
+Result<policy::Policy> job_policy(const RunOptions& o) {
+    // A daemon never opens a client's policy file itself: it reads as root.
+    if (o.served && !o.served->policy_text.empty()) {
+        auto p = policy::parse(o.served->policy_text, o.policy_file.empty() ? "<client>" : o.policy_file);
+        if (p) return *p;
+        std::string all;
+        for (const policy::Diagnostic& d : p.error()) all += (all.empty() ? "" : "\n") + d.str();
+        return fail(Error::msg(all));
+    }
+    if (o.served || o.policy_file.empty()) return policy::default_policy();
+    return policy::parse_file(o.policy_file);
+}
+
+// The policy compiled for this job, within the daemon's ceiling if served.
+Result<policy::Compiled> compile_for(const RunOptions& o, const policy::Policy& p, const policy::Vars& vars) {
+    auto c = policy::compile(p, vars);
+    if (!c || !o.served) return c;
+    auto ceiling = policy::compile(*o.served->ceiling, vars);
+    if (!ceiling) return fail(Error::msg("daemon: the ceiling: " + ceiling.error().message));
+    return policy::intersect(*c, *ceiling);
 }
 
 }  // namespace
 
 int run(const RunOptions& o) {
-    auto pol =
-        o.policy_file.empty() ? Result<policy::Policy>(policy::default_policy()) : policy::parse_file(o.policy_file);
+    auto pol = job_policy(o);
     if (!pol) {
         fmt::print(stderr, "{}\n", pol.error().message);
         return kExitFailure;
@@ -463,12 +521,13 @@ int run(const RunOptions& o) {
             print_error(dirs.error());
             return kExitFailure;
         }
-        auto compiled = policy::compile(*pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
+        auto compiled = compile_for(o, *pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
         if (!compiled) {
             print_error(compiled.error());
             return kExitFailure;
         }
         fmt::print("{}", policy::render(*compiled));
+        fflush(stdout);
         return 0;
     }
     if (o.command.empty()) {
@@ -482,18 +541,24 @@ int run(const RunOptions& o) {
         print_error(r.error());
         return kExitFailure;
     }
-    auto objs = BpfObjects::open();
-    if (!objs) {
-        print_error(explain_load_failure(objs.error()));
-        return kExitFailure;
+    // The daemon loaded them once; a run as root loads (or finds) them now.
+    std::optional<BpfObjects> own_objs;
+    if (!o.served) {
+        auto opened = BpfObjects::open();
+        if (!opened) {
+            print_error(explain_load_failure(opened.error()));
+            return kExitFailure;
+        }
+        own_objs.emplace(std::move(*opened));
     }
+    const BpfObjects* objs = o.served ? o.served->objs : &*own_objs;
     collect_orphan_proxies(*objs);
     auto dirs = PrivateDirs::create(job, &*user, o.keep_dirs);
     if (!dirs) {
         print_error(dirs.error());
         return kExitFailure;
     }
-    auto compiled = policy::compile(*pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
+    auto compiled = compile_for(o, *pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
     if (!compiled) {
         print_error(compiled.error());
         return kExitFailure;
@@ -503,9 +568,17 @@ int run(const RunOptions& o) {
             print_error(r.error());
             return kExitFailure;
         }
-    auto stderr_to_stdout = audit_apart_from_job(o.audit_log, *compiled);
-    auto log = stderr_to_stdout ? AuditLog::open(o.audit_log, job, compiled->mode == policy::Mode::Audit)
-                                : fail(stderr_to_stdout.error());
+    // A daemon's client keeps its stdio apart from its log itself; its log
+    // file must still be out of the job's reach.
+    Result<bool> stderr_to_stdout = false;
+    if (!o.served)
+        stderr_to_stdout = audit_apart_from_job(o.audit_log, *compiled);
+    else if (auto r = audit_outside_writable_set(o.audit_log, *compiled); !r)
+        stderr_to_stdout = fail(r.error());
+    const bool audit_mode = compiled->mode == policy::Mode::Audit;
+    auto log = !stderr_to_stdout ? fail(stderr_to_stdout.error())
+               : o.served        ? AuditLog::to_client(o.served->connection, job, audit_mode)
+                                 : AuditLog::open(o.audit_log, job, audit_mode);
     if (!log) {
         print_error(log.error());
         return kExitFailure;
@@ -544,17 +617,22 @@ int run(const RunOptions& o) {
     sigprocmask(SIG_BLOCK, &sigs, nullptr);
 
     const group* tty = getgrnam("tty");
-    LaunchSpec spec{o.command,        job_environment(*compiled, dirs->home(), dirs->tmp(), proxy.get()),
-                    *workdir,         user->uid,
-                    user->gid,        user->groups,
-                    cg->fd(),         tty ? tty->gr_gid : 0,
-                    *stderr_to_stdout};
+    LaunchSpec spec{o.command,
+                    job_environment(*compiled, dirs->home(), dirs->tmp(), proxy.get(),
+                                    o.served ? &o.served->env : nullptr),
+                    *workdir,
+                    user->uid,
+                    user->gid,
+                    user->groups,
+                    cg->fd(),
+                    tty ? tty->gr_gid : 0,
+                    o.served ? o.served->job_stderr : *stderr_to_stdout ? STDOUT_FILENO : STDERR_FILENO};
     int status;
     uint64_t reported_lost = 0;
     bool timed_out = false;
     if (auto child = spawn(spec); child) {
         status = supervise(*child, *ring, *installed, cg->id(), reported_lost, *cg, proxy.get(),
-                           compiled->limits.timeout_s, timed_out);
+                           o.served ? o.served->connection : -1, compiled->limits.timeout_s, timed_out);
     } else {
         print_error(child.error());
         status = child.error().err == ENOENT ? kExitNotFound : kExitCannotRun;

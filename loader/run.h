@@ -10,6 +10,19 @@
 
 namespace confine {
 
+class BpfObjects;
+
+// What `confine daemon` adds for a client's job (loader/daemon.cpp).
+struct Served {
+    uid_t uid = 0;                    // the job's user: the caller, or a pool user
+    int job_stderr = -1;              // the job's fd 2 (0 and 1 are the worker's); confine's own messages go to 2
+    int connection = -1;              // the client: audit lines go there, signals come from it, EOF ends the job
+    std::string policy_text;          // the client's policy; empty: the embedded default
+    std::vector<std::string> env;     // the client's environment, for [env].keep
+    const policy::Policy* ceiling = nullptr;
+    const BpfObjects* objs = nullptr;  // loaded once by the daemon
+};
+
 struct RunOptions {
     std::string policy_file;           // empty: the embedded default
     std::string workdir;               // empty: the current directory
@@ -23,6 +36,7 @@ struct RunOptions {
     std::string seed_home;              // copied into the private HOME at start
     std::optional<uint64_t> timeout_s;  // overrides [limits] timeout; 0: none
     std::vector<std::string> command;
+    const Served* served = nullptr;  // set by the daemon, never by a flag
 };
 
 // Exit codes of confine's own failures, as env(1) and timeout(1) use them.

@@ -31,6 +31,11 @@
 
 namespace confine::policy {
 
+bool covers(std::string_view rule, std::string_view path) {
+    if (rule == "/") return true;
+    return path.starts_with(rule) && (path.size() == rule.size() || path[rule.size()] == '/');
+}
+
 static_assert(kRead == CONFINE_FS_READ && kWrite == CONFINE_FS_WRITE && kExec == CONFINE_FS_EXEC);
 
 namespace {
@@ -52,12 +57,6 @@ struct Rule {
     std::string prefix;  // resolved
     Kind kind;
 };
-
-// Matching is on whole components: "/home/u" covers "/home/u/x", not "/home/user".
-bool covers(std::string_view rule, std::string_view path) {
-    if (rule == "/") return true;
-    return path.starts_with(rule) && (path.size() == rule.size() || path[rule.size()] == '/');
-}
 
 // The rule that decides PATH: the longest covering one; at equal length (the
 // same path) the strongest kind.

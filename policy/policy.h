@@ -176,6 +176,9 @@ const std::vector<std::pair<std::string_view, int>>& family_names();
 // each path), and merges the rules by longest-prefix precedence.
 Result<Compiled> compile(const Policy& p, const Vars& vars);
 
+// Matching is on whole components: "/home/u" covers "/home/u/x", not "/home/user".
+bool covers(std::string_view prefix, std::string_view path);
+
 // The access of PATH: the longest entry that is a whole-component prefix.
 uint8_t access_at(const Compiled& c, std::string_view path);
 
@@ -192,6 +195,11 @@ struct FsTableEntry {
 // The table's entries, by prefix: the rules, their guards and the listable
 // directories merged, one entry per distinct prefix.
 std::vector<FsTableEntry> fs_table(const Compiled& c);
+
+// A job's policy within an administrator's ceiling (`confine daemon`): what
+// both allow, path by path, destination by destination (docs/daemon.md
+// "The ceiling"). Both must be compiled with the same variables.
+Compiled intersect(const Compiled& job, const Compiled& ceiling);
 
 // Human-readable effective policy, for `confine run --print-policy`.
 std::string render(const Compiled& c);

@@ -408,9 +408,11 @@ std::string VmTest::job_id(int n) const {
 
 VmTest::Started VmTest::start(const RunSpec& spec) {
     int n = ++runs_;
-    Started s{{}, job_id(n), at(fmt::format("audit-{}.jsonl", n))};
+    // A daemon's client writes its audit log as the test user.
+    if (!spec.daemon.empty()) make_dir(at("client"));
+    Started s{{}, job_id(n), at(fmt::format("{}audit-{}.jsonl", spec.daemon.empty() ? "" : "client/", n))};
     std::vector<std::string> argv = {confine_bin(), "run"};
-    if (spec.as_user) argv.insert(argv.end(), {"--user", kUser});
+    if (spec.as_user && spec.daemon.empty()) argv.insert(argv.end(), {"--user", kUser});
     argv.insert(argv.end(), {"--workdir", spec.workdir.empty() ? work_ : spec.workdir, "--audit-log", s.audit_path,
                              "--job-id", s.job});
     if (!spec.policy.empty()) {
@@ -423,8 +425,14 @@ VmTest::Started VmTest::start(const RunSpec& spec) {
     argv.insert(argv.end(), spec.argv.begin(), spec.argv.end());
     std::vector<std::string> env = confine_env();
     env.insert(env.end(), spec.env.begin(), spec.env.end());
-    s.proc.emplace(
-        Process::start({.argv = argv, .env = env, .cwd = base_, .keep_fd = spec.keep_fd, .own_group = spec.own_group}));
+    Process::Options o{.argv = argv, .env = env, .cwd = base_, .keep_fd = spec.keep_fd, .own_group = spec.own_group};
+    if (!spec.daemon.empty()) {
+        o.env.push_back("CONFINE_SOCKET=" + spec.daemon);
+        o.uid = g_user.uid;
+        o.gid = g_user.gid;
+        o.groups = g_user.groups;
+    }
+    s.proc.emplace(Process::start(o));
     return s;
 }
 

@@ -63,6 +63,7 @@ struct RunSpec {
     bool as_user = true;            // pass --user confinetest
     int keep_fd = -1;               // an fd >= 3 confine inherits from the test
     bool own_group = false;         // confine leads a process group, as a shell's job would
+    std::string daemon;             // a daemon's socket: confine runs as the test user, its client
 };
 
 // `vmhelper netproc` output: the result of each OP ("ok ...", "CALL:ERRNO"),

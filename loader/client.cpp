@@ -1,0 +1,181 @@
+// `confine run` without root: the same job, started by `confine daemon`.
+// The client passes its stdio and workdir as fds, forwards the signals a
+// terminal or a runner sends it, writes the audit lines it receives where
+// a run as root would, and exits with the job's status.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "loader/daemon.h"
+
+extern char** environ;
+
+namespace confine {
+namespace {
+
+Result<std::string> read_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return fail(Error::sys("run: reading the policy " + path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+bool same_file(int a, int b) {
+    struct stat sa {}, sb {};
+    return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino &&
+           (S_ISREG(sa.st_mode) || S_ISFIFO(sa.st_mode) || S_ISSOCK(sa.st_mode));
+}
+
+// The request, and where the audit lines go (the --audit-log file, opened
+// as the caller, or stderr), refused where the job could write into it.
+struct Prepared {
+    wire::Request request;
+    Fd audit;          // -1: stderr
+    int job_stderr;    // which of our fds the job gets as its fd 2
+    Fd workdir, null;  // null: for a closed stdio fd
+};
+
+Result<Prepared> prepare(const RunOptions& o) {
+    Prepared p;
+    wire::Request& r = p.request;
+    if (o.allow_root) return fail(Error::msg("run: --allow-root: the daemon runs no job as root"));
+    if (o.keep_dirs) return fail(Error::msg("run: --keep-dirs needs root: the daemon removes a job's directories"));
+    if (!o.policy_file.empty()) {
+        auto text = read_file(o.policy_file);
+        if (!text) return fail(text.error());
+        r.policy = std::move(*text);
+        r.policy_name = o.policy_file;
+    }
+    if (o.mode) r.mode = *o.mode == policy::Mode::Audit ? "audit" : "enforce";
+    r.job_id = o.job_id;
+    if (o.timeout_s) r.timeout = std::to_string(*o.timeout_s);
+    r.user = o.user;
+    std::error_code ec;
+    if (!o.seed_home.empty()) r.seed_home = std::filesystem::absolute(o.seed_home, ec).string();
+    r.print_policy = o.print_policy;
+    r.command = o.command;
+    for (char** e = environ; *e; ++e) r.env.emplace_back(*e);
+    if (r.env.size() > wire::kMaxItems) r.env.resize(wire::kMaxItems);
+
+    p.workdir.reset(open(o.workdir.empty() ? "." : o.workdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!p.workdir) return fail(Error::sys("run: workdir " + (o.workdir.empty() ? "." : o.workdir)));
+    if (o.audit_log.empty()) {
+        // As a run as root: the audit lines take stderr, the job's stderr
+        // joins its stdout, and a stdout that is stderr is refused.
+        if (same_file(STDOUT_FILENO, STDERR_FILENO))
+            return fail(Error::msg("audit: confine's stderr, where the audit log goes, is also the job's stdout")
+                            .hint("Pass --audit-log FILE, or give confine's stderr a file or pipe of its own "
+                                  "(not 2>&1), so no line in the log can be forged"));
+        p.job_stderr = STDOUT_FILENO;
+    } else {
+        p.audit.reset(open(o.audit_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+        if (!p.audit) return fail(Error::sys("audit: opening " + o.audit_log));
+        for (int fd : {0, 1, 2})
+            if (same_file(p.audit.get(), fd))
+                return fail(Error::msg("audit: the audit log " + o.audit_log + " is the job's stdin, stdout or stderr")
+                                .hint("Give --audit-log a file or pipe of its own, so no line in it can be forged"));
+        struct stat st {};
+        if (fstat(p.audit.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
+            return fail(Error::msg("audit: the audit log " + o.audit_log + " has other hard links, which the job may reach")
+                            .hint("Give --audit-log a file with one name, outside the job's writable set"));
+        // The daemon checks the file is outside the job's writable set.
+        r.audit_log = std::filesystem::absolute(o.audit_log, ec).string();
+        p.job_stderr = STDERR_FILENO;
+    }
+    p.null.reset(open("/dev/null", O_RDWR | O_CLOEXEC));
+    return p;
+}
+
+Result<Fd> connect_daemon(const std::string& path) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path) return fail(Error::msg("run: socket path too long: " + path));
+    memcpy(addr.sun_path, path.c_str(), path.size());
+    Fd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!s || connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+        return fail(Error::sys("run: not root, and no confine daemon answers at " + path)
+                        .hint("Start the daemon (docs/daemon.md), join its group, or run confine as root"));
+    return s;
+}
+
+void write_all(int fd, std::string_view s) {
+    while (!s.empty()) {
+        ssize_t n = write(fd, s.data(), s.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        s.remove_prefix(static_cast<size_t>(n));
+    }
+}
+
+}  // namespace
+
+int run_through_daemon(const RunOptions& o) {
+    auto error = [](const Error& e) {
+        fmt::print(stderr, "confine: {}\n", e.message);
+        return kExitFailure;
+    };
+    auto p = prepare(o);
+    if (!p) return error(p.error());
+    std::string payload = wire::encode(p->request);
+    if (payload.size() > wire::kMaxRequest)
+        return error(Error::msg(fmt::format("run: the request is {} bytes, more than the daemon takes ({})",
+                                            payload.size(), wire::kMaxRequest))
+                         .hint("Shorten the policy or the environment"));
+    const char* path = getenv("CONFINE_SOCKET");
+    auto sock = connect_daemon(path && *path ? path : wire::kDefaultSocket);
+    if (!sock) return error(sock.error());
+
+    // A closed stdio fd travels as /dev/null.
+    auto or_null = [&](int fd) { return fcntl(fd, F_GETFD) < 0 ? p->null.get() : fd; };
+    std::vector<int> fds(wire::kRequestFds);
+    fds[wire::kStdin] = or_null(STDIN_FILENO);
+    fds[wire::kStdout] = or_null(STDOUT_FILENO);
+    fds[wire::kJobStderr] = or_null(p->job_stderr);
+    fds[wire::kStderr] = or_null(STDERR_FILENO);
+    fds[wire::kWorkdir] = p->workdir.get();
+
+    // Blocked before the request goes, so none is lost: each is passed on.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
+    sigprocmask(SIG_BLOCK, &sigs, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (auto r = wire::send(sock->get(), wire::Type::Request, payload, fds); !r) return error(r.error());
+    p->workdir.reset();
+
+    const int audit = p->audit ? p->audit.get() : STDERR_FILENO;
+    for (;;) {
+        pollfd pfds[2] = {{sock->get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
+        if (poll(pfds, 2, -1) < 0 && errno != EINTR) return error(Error::sys("run: poll"));
+        if (pfds[1].revents & POLLIN) {
+            signalfd_siginfo si{};
+            while (read(sfd.get(), &si, sizeof si) == sizeof si)
+                (void)wire::send(sock->get(), wire::Type::Signal, std::to_string(si.ssi_signo));
+        }
+        if (!pfds[0].revents) continue;
+        auto m = wire::receive(sock->get());
+        if (!m) return error(m.error());
+        if (!*m) return error(Error::msg("run: the daemon closed the connection before the job's status"));
+        switch ((*m)->type) {
+            case wire::Type::Audit: write_all(audit, (*m)->payload); break;
+            case wire::Type::Error: fmt::print(stderr, "confine: {}\n", (*m)->payload); break;
+            case wire::Type::Exit: return atoi((*m)->payload.c_str());
+            default: return error(Error::msg("run: the daemon sent a message of an unknown type"));
+        }
+    }
+}
+
+}  // namespace confine

@@ -1,0 +1,328 @@
+// `confine daemon`: one process that loaded the BPF objects, accepting
+// clients on a SOCK_SEQPACKET socket; each connection is served by a
+// forked worker that runs the job exactly as `confine run` as root would,
+// with the caller's identity from SO_PEERCRED and its policy within the
+// administrator's ceiling.
+#include "loader/daemon.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <filesystem>
+#include <map>
+#include <toml++/toml.h>
+
+#include "loader/bpf_objects.h"
+#include "loader/job_policy.h"
+#include "loader/probe.h"
+
+namespace confine {
+namespace {
+
+// /etc/confine/daemon.toml: what the administrator grants callers beyond
+// running jobs as themselves.
+struct Config {
+    size_t max_jobs = 8;                           // at once, per caller uid
+    std::map<uid_t, std::vector<uid_t>> pools;     // caller -> users its jobs may run as
+};
+
+Result<uid_t> user_id(const std::string& name, const std::string& where) {
+    const passwd* pw = getpwnam(name.c_str());
+    if (!pw) return fail(Error::msg(fmt::format("daemon: {}: no such user '{}'", where, name)));
+    if (pw->pw_uid == 0) return fail(Error::msg(fmt::format("daemon: {}: '{}' is root, which no job runs as", where, name)));
+    return pw->pw_uid;
+}
+
+Result<Config> load_config(const std::string& path) {
+    Config c;
+    if (access(path.c_str(), F_OK) != 0) return c;  // none: defaults, no pools
+    toml::table t;
+    try {
+        t = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        return fail(Error::msg(fmt::format("daemon: {}:{}:{}: {}", path, e.source().begin.line,
+                                           e.source().begin.column, e.description())));
+    }
+    auto bad = [&](const std::string& what) { return fail(Error::msg("daemon: " + path + ": " + what)); };
+    for (auto& [key, value] : t) {
+        if (key == "max_jobs") {
+            auto n = value.value<int64_t>();
+            if (!n || *n < 1 || *n > 100000) return bad("max_jobs must be a number from 1 to 100000");
+            c.max_jobs = static_cast<size_t>(*n);
+        } else if (key == "pools" && value.is_table()) {
+            std::map<uid_t, std::string> owner;  // pool user -> the caller it belongs to
+            for (auto& [caller, users] : *value.as_table()) {
+                std::string where = fmt::format("pools.{}", caller.str());
+                auto caller_uid = user_id(std::string(caller.str()), where);
+                if (!caller_uid) return fail(caller_uid.error());
+                if (!users.is_array()) return bad(where + " must be a list of user names");
+                for (auto& u : *users.as_array()) {
+                    auto name = u.value<std::string>();
+                    if (!name) return bad(where + " must be a list of user names");
+                    auto uid = user_id(*name, where);
+                    if (!uid) return fail(uid.error());
+                    // Two callers sharing a pool user could signal each other's jobs.
+                    if (auto [it, fresh] = owner.emplace(*uid, caller.str()); !fresh && it->second != caller.str())
+                        return bad(fmt::format("user '{}' is in the pools of both {} and {}", *name, it->second,
+                                               caller.str()));
+                    c.pools[*caller_uid].push_back(*uid);
+                }
+            }
+        } else {
+            return bad(fmt::format("unknown key '{}' (known: max_jobs, [pools])", key.str()));
+        }
+    }
+    return c;
+}
+
+// Whether systemd passed the listening socket (socket activation, fd 3).
+bool socket_activated() {
+    const char* pid = getenv("LISTEN_PID");
+    const char* n = getenv("LISTEN_FDS");
+    return pid && n && strtol(pid, nullptr, 10) == getpid() && strtol(n, nullptr, 10) >= 1;
+}
+
+// The listening socket: systemd's, or our own.
+Result<Fd> listen_socket(const DaemonOptions& o) {
+    if (socket_activated()) {
+        fcntl(3, F_SETFD, FD_CLOEXEC);
+        return Fd(3);
+    }
+    const group* gr = getgrnam(o.group.c_str());
+    if (!gr)
+        return fail(Error::msg("daemon: no group '" + o.group + "' for the socket")
+                        .hint("Create it (groupadd --system " + o.group + ") and add the runner's user to it"));
+    std::filesystem::path dir = std::filesystem::path(o.socket).parent_path();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return fail(Error::msg("daemon: creating " + dir.string() + ": " + ec.message()));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (o.socket.size() >= sizeof addr.sun_path) return fail(Error::msg("daemon: socket path too long: " + o.socket));
+    memcpy(addr.sun_path, o.socket.c_str(), o.socket.size());
+    Fd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!s) return fail(Error::sys("daemon: socket"));
+    // A socket file left by a daemon that died answers nobody: replace it.
+    // One that answers belongs to a running daemon: refuse.
+    if (connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0)
+        return fail(Error::msg("daemon: another daemon serves " + o.socket).hint("Stop it first"));
+    unlink(o.socket.c_str());
+    // Made with no access at all, then opened to the group: no moment
+    // where anyone else could connect.
+    mode_t old = umask(0777);
+    int rc = bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    umask(old);
+    if (rc != 0) return fail(Error::sys("daemon: bind " + o.socket));
+    if (chown(o.socket.c_str(), 0, gr->gr_gid) != 0 || chmod(o.socket.c_str(), 0660) != 0)
+        return fail(Error::sys("daemon: setting the owner and mode of " + o.socket));
+    if (listen(s.get(), 64) != 0) return fail(Error::sys("daemon: listen"));
+    return s;
+}
+
+// Refuses the client: its error, then the status of a confine failure.
+void refuse(int conn, const std::string& why) {
+    (void)wire::send(conn, wire::Type::Error, why);
+    (void)wire::send(conn, wire::Type::Exit, std::to_string(kExitFailure));
+}
+
+// How long a client has to send its request once connected.
+constexpr int kRequestTimeoutMs = 30000;
+
+// The job's user: the caller's, or one of its pool's, never root.
+Result<uid_t> job_user(const Config& cfg, const ucred& cred, const std::string& requested) {
+    if (requested.empty()) {
+        if (cred.uid == 0) return fail(Error::msg("the daemon runs no job as root").hint("Run confine as root instead"));
+        return cred.uid;
+    }
+    const passwd* pw = getpwnam(requested.c_str());
+    char* end = nullptr;
+    unsigned long id = strtoul(requested.c_str(), &end, 10);
+    if (!pw && *end == '\0') pw = getpwuid(static_cast<uid_t>(id));
+    if (pw && pw->pw_uid == cred.uid && cred.uid != 0) return cred.uid;
+    auto pool = cfg.pools.find(cred.uid);
+    if (pw && pool != cfg.pools.end() &&
+        std::find(pool->second.begin(), pool->second.end(), pw->pw_uid) != pool->second.end())
+        return pw->pw_uid;
+    return fail(Error::msg(fmt::format("--user {}: not the caller (uid {}) nor in its pool", requested, cred.uid))
+                    .hint("An administrator lists the users a caller's jobs may run as in the daemon's [pools]"));
+}
+
+// A forked worker's whole life: one client, one job.
+int serve(int conn, const ucred& cred, const Config& cfg, const policy::Policy& ceiling, const BpfObjects& objs) {
+    pollfd p{conn, POLLIN, 0};
+    if (poll(&p, 1, kRequestTimeoutMs) != 1) {
+        refuse(conn, "no request within 30 s");
+        return kExitFailure;
+    }
+    auto m = wire::receive(conn);
+    if (!m || !*m) return kExitFailure;  // gone, or not even a message
+    if ((*m)->type != wire::Type::Request || (*m)->fds.size() != wire::kRequestFds) {
+        refuse(conn, fmt::format("the first message must be a request with {} fds", int(wire::kRequestFds)));
+        return kExitFailure;
+    }
+    auto req = wire::decode((*m)->payload);
+    if (!req) {
+        refuse(conn, req.error().message);
+        return kExitFailure;
+    }
+    auto uid = job_user(cfg, cred, req->user);
+    if (!uid) {
+        refuse(conn, "run: " + uid.error().message);
+        return kExitFailure;
+    }
+    std::vector<Fd>& fds = (*m)->fds;
+    // The workdir is the directory the client opened: one it can reach.
+    char workdir[PATH_MAX];
+    ssize_t n = readlink(fmt::format("/proc/self/fd/{}", fds[wire::kWorkdir].get()).c_str(), workdir,
+                         sizeof workdir - 1);
+    struct stat st {};
+    if (n <= 0 || fstat(fds[wire::kWorkdir].get(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        refuse(conn, "run: the request's workdir is not a directory");
+        return kExitFailure;
+    }
+    workdir[n] = '\0';
+    RunOptions o;
+    o.policy_file = req->policy_name;
+    o.workdir = workdir;
+    if (!req->mode.empty()) o.mode = req->mode == "audit" ? policy::Mode::Audit : policy::Mode::Enforce;
+    o.audit_log = req->audit_log;
+    o.job_id = req->job_id;
+    o.print_policy = req->print_policy;
+    o.seed_home = req->seed_home;
+    if (!req->timeout.empty()) {
+        auto t = policy::parse_duration(req->timeout);
+        if (!t) {
+            refuse(conn, "run: --timeout: " + t.error());
+            return kExitFailure;
+        }
+        o.timeout_s = *t;
+    }
+    o.command = req->command;
+    Served served{*uid, fds[wire::kJobStderr].get(), conn, std::move(req->policy), std::move(req->env), &ceiling,
+                  &objs};
+    o.served = &served;
+    // The job's stdin and stdout are the client's; confine's messages go
+    // to the client's stderr, as they would from a run as root.
+    for (auto [from, to] : {std::pair{wire::kStdin, 0}, {wire::kStdout, 1}, {wire::kStderr, 2}})
+        if (dup2(fds[from].get(), to) < 0) {
+            refuse(conn, "run: taking the client's stdio: " + std::string(strerror(errno)));
+            return kExitFailure;
+        }
+    int status = run(o);
+    (void)wire::send(conn, wire::Type::Exit, std::to_string(status));
+    return status;
+}
+
+// The daemon's own bookkeeping of its workers.
+struct Worker {
+    uid_t caller;
+};
+
+}  // namespace
+
+int daemon_main(const DaemonOptions& opts) {
+    auto error = [](const Error& e) {
+        fmt::print(stderr, "confine: {}\n", e.message);
+        return kExitFailure;
+    };
+    if (geteuid() != 0) return error(Error::msg("daemon: must run as root"));
+    auto cfg = load_config(opts.config);
+    if (!cfg) return error(cfg.error());
+    if (access(opts.ceiling.c_str(), F_OK) != 0)
+        return error(Error::sys("daemon: the ceiling policy " + opts.ceiling)
+                         .hint("Write one (docs/daemon.md \"The ceiling\"): no client gets more than it allows"));
+    auto ceiling = policy::parse_file(opts.ceiling);
+    if (!ceiling) return error(Error::msg("daemon: the ceiling policy: " + ceiling.error().message));
+    if (auto r = check_kernel(); !r) return error(r.error());
+    auto objs = BpfObjects::open();
+    if (!objs) return error(explain_load_failure(objs.error()));
+    collect_orphan_jobs(*objs);
+    auto listener = listen_socket(opts);
+    if (!listener) return error(listener.error());
+    const bool own_socket = !socket_activated();
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&sigs, s);
+    sigprocmask(SIG_BLOCK, &sigs, nullptr);
+    Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
+    signal(SIGPIPE, SIG_IGN);
+    fmt::print(stderr, "confine: daemon serving {} (ceiling {}, at most {} jobs per caller)\n", opts.socket,
+               opts.ceiling, cfg->max_jobs);
+
+    std::map<pid_t, Worker> workers;
+    bool stopping = false;
+    auto reap = [&] {
+        for (pid_t pid; (pid = waitpid(-1, nullptr, WNOHANG)) > 0;) workers.erase(pid);
+    };
+    while (!stopping) {
+        pollfd fds[2] = {{listener->get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
+        if (poll(fds, 2, -1) < 0 && errno != EINTR) return error(Error::sys("daemon: poll"));
+        if (fds[1].revents & POLLIN) {
+            signalfd_siginfo si{};
+            while (read(sfd.get(), &si, sizeof si) == sizeof si)
+                if (si.ssi_signo != SIGCHLD) stopping = true;
+            reap();
+        }
+        if (stopping || !(fds[0].revents & POLLIN)) continue;
+        Fd conn(accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!conn) continue;
+        ucred cred{};
+        socklen_t len = sizeof cred;
+        if (getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
+        size_t running = std::count_if(workers.begin(), workers.end(),
+                                       [&](const auto& w) { return w.second.caller == cred.uid; });
+        const bool over = running >= cfg->max_jobs;
+        pid_t pid = fork();
+        if (pid < 0) {
+            refuse(conn.get(), "daemon: fork: " + std::string(strerror(errno)));
+            continue;
+        }
+        if (pid == 0) {
+            listener->reset();
+            sfd.reset();
+            sigprocmask(SIG_UNBLOCK, &sigs, nullptr);
+            signal(SIGPIPE, SIG_DFL);
+            if (over) {
+                // Read first: a connection closed on an unread request
+                // resets, and the client would never see why.
+                pollfd p{conn.get(), POLLIN, 0};
+                if (poll(&p, 1, kRequestTimeoutMs) == 1) (void)wire::receive(conn.get());
+                refuse(conn.get(), fmt::format("daemon: uid {} has {} jobs running, its limit (max_jobs in {})",
+                                               cred.uid, running, opts.config));
+                _exit(kExitFailure);
+            }
+            _exit(serve(conn.get(), cred, *cfg, *ceiling, *objs));
+        }
+        // A refusal is not a job: it doesn't count against the caller.
+        workers[pid] = {over ? static_cast<uid_t>(-1) : cred.uid};
+    }
+    // Stopping: every job is asked to end (its worker passes SIGTERM on),
+    // then killed; none outlives the daemon.
+    if (own_socket) unlink(opts.socket.c_str());
+    for (auto& [pid, w] : workers) kill(pid, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!workers.empty() && std::chrono::steady_clock::now() < deadline) {
+        usleep(50000);
+        reap();
+    }
+    for (auto& [pid, w] : workers) kill(pid, SIGKILL);
+    while (!workers.empty() && waitpid(-1, nullptr, 0) > 0) reap();
+    collect_orphan_jobs(*objs);
+    return 0;
+}
+
+}  // namespace confine

@@ -1,0 +1,243 @@
+// `confine daemon` and `confine run` as its unprivileged client: the same
+// job, status and audit lines as a run as root, within the administrator's
+// ceiling, as the caller or a pool user only, ended with its client, and
+// never outliving a dead daemon once it starts again.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+
+namespace vmtest {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The embedded default policy, as a ceiling: the system readable, the
+// job's own directories writable, the account's home denied.
+constexpr const char* kCeiling = R"(version = 1
+[filesystem]
+read = ["/"]
+write = ["{workdir}", "{home}", "{tmp}"]
+deny = ["{user_home}"]
+)";
+
+// A client's policy asking for more than the ceiling: the account's home.
+constexpr const char* kGreedy = R"(version = 1
+[filesystem]
+read = ["/"]
+write = ["{workdir}", "{home}", "{tmp}", "{user_home}"]
+)";
+
+class DaemonTest : public VmTest {
+protected:
+    void SetUp() override {
+        VmTest::SetUp();
+        // sun_path holds 108 bytes, less than base() may take.
+        static int n = 0;
+        socket_ = fmt::format("/var/tmp/confine-d{}.sock", ++n);
+    }
+    void TearDown() override { stop_daemon(); }
+
+    // Starts the daemon with this ceiling and daemon.toml; the test user's
+    // group may connect.
+    void start_daemon(const std::string& config = "") {
+        std::ofstream(at("ceiling.toml")) << kCeiling;
+        std::ofstream(at("daemon.toml")) << config;
+        daemon_.emplace(Process::start({.argv = {confine_bin(), "daemon", "--socket", socket_, "--ceiling",
+                                                 at("ceiling.toml"), "--config", at("daemon.toml"), "--group", kUser},
+                                        .env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+                                        .own_group = true}));
+        ASSERT_TRUE(wait_until([&] { return exists(socket_); }, 60)) << "the daemon never listened";
+    }
+    Result stop_daemon() {
+        if (!daemon_) return {};
+        kill(daemon_->pid(), SIGTERM);
+        Result r = daemon_->wait(60);
+        daemon_.reset();
+        return r;
+    }
+
+    RunSpec client(const std::string& cmd, const std::string& policy = "") {
+        return {.policy = policy, .argv = {"/bin/sh", "-c", cmd}, .daemon = socket_};
+    }
+
+    std::string socket_;
+    std::optional<Process> daemon_;
+};
+
+TEST_F(DaemonTest, AClientGetsTheStatusOutputAndAuditLinesOfARunAsRoot) {
+    start_daemon();
+    const std::string cmd = fmt::format("id -u; echo to-stderr >&2; ls {}; exit 3", kUserHome);
+    Result unconfined = run_unconfined(cmd);
+    ASSERT_EQ(unconfined.status, 3) << unconfined.describe();
+    ASSERT_NE(unconfined.out, std::to_string(test_user().uid) + "\n") << "the control can't list the home";
+
+    Result root = run_confined("", cmd);
+    Result served = run(client(cmd));
+    for (const Result* r : {&root, &served}) {
+        EXPECT_EQ(r->status, 3) << r->describe();
+        EXPECT_EQ(r->out, std::to_string(test_user().uid) + "\n") << r->describe();
+        EXPECT_NE(r->err.find("to-stderr"), std::string::npos) << r->describe();
+        EXPECT_DENIAL(*r, "open_read", kUserHome, "ls");
+    }
+}
+
+TEST_F(DaemonTest, WithoutAnAuditLogTheLinesTakeStderrAndTheJobsStderrJoinsStdout) {
+    start_daemon();
+    Process p = Process::start({.argv = {confine_bin(), "run", "--workdir", work(), "--", "/bin/sh", "-c",
+                                         fmt::format("echo to-stderr >&2; ls {}", kUserHome)},
+                                .env = {"PATH=/usr/bin:/bin", "CONFINE_SOCKET=" + socket_},
+                                .cwd = work(),
+                                .uid = test_user().uid,
+                                .gid = test_user().gid,
+                                .groups = test_user().groups});
+    Result r = p.wait();
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_NE(r.out.find("to-stderr"), std::string::npos) << r.describe();
+    EXPECT_EQ(r.err.find("to-stderr"), std::string::npos) << r.describe();
+    auto lines = parse_audit(r.err);
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const AuditLine& l) {
+        return l.str("op") == "open_read" && l.str("target") == kUserHome;
+    })) << r.describe();
+}
+
+TEST_F(DaemonTest, TheCeilingHoldsWhereAClientAsksForMore) {
+    start_daemon();
+    write_file(kNotes, "notes\n");
+    const std::string cmd = fmt::format("cat {}", kNotes);
+    Result unconfined = run_unconfined(cmd);
+    ASSERT_EQ(unconfined.status, 0) << unconfined.describe();
+    // Control: the same policy, run by root directly, reads the file.
+    Result root = run_confined(kGreedy, cmd);
+    ASSERT_EQ(root.status, 0) << root.describe();
+    ASSERT_EQ(root.out, "notes\n");
+
+    Result served = run(client(cmd, kGreedy));
+    EXPECT_NE(served.status, 0) << served.describe();
+    EXPECT_EQ(served.out, "");
+    EXPECT_DENIAL(served, "open_read", kNotes, "cat");
+    // Audit mode is no way around it: the ceiling enforces.
+    RunSpec audit = client(cmd, kGreedy);
+    audit.args = {"--mode", "audit"};
+    Result r = run(audit);
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_DENIAL(r, "open_read", kNotes, "cat");
+}
+
+TEST_F(DaemonTest, AJobRunsAsItsCallerOrAPoolUserNeverRoot) {
+    start_daemon("[pools]\nconfinetest = [\"nobody\"]\n");
+    for (const char* who : {"root", "0", "daemon"}) {
+        RunSpec s = client("id -u");
+        s.args = {"--user", who};
+        Result r = run(s);
+        EXPECT_EQ(r.status, 125) << who << "\n" << r.describe();
+        EXPECT_EQ(r.out, "") << who;
+        EXPECT_NE(r.err.find("not the caller"), std::string::npos) << r.describe();
+    }
+    RunSpec pool = client("id -u");
+    pool.args = {"--user", "nobody"};
+    Result r = run(pool);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "65534\n") << r.describe();
+    // And without the pool, nobody is refused.
+    stop_daemon();
+    start_daemon();
+    r = run(pool);
+    EXPECT_EQ(r.status, 125) << r.describe();
+}
+
+TEST_F(DaemonTest, SignalsReachTheJobAndItsStatusReturns) {
+    start_daemon();
+    Started s = start(client("trap 'exit 42' TERM; touch trapped; while :; do sleep 0.1; done"));
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/trapped"); }, 60));
+    kill(s.proc->pid(), SIGTERM);
+    Result r = finish(s);
+    EXPECT_EQ(r.status, 42) << r.describe();
+}
+
+TEST_F(DaemonTest, AJobEndsWhenItsClientGoesAway) {
+    start_daemon();
+    Started s = start(client("touch started; sleep 1000"));
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/started"); }, 60));
+    const std::string cg = job_cgroup(s.job);
+    ASSERT_FALSE(cg.empty());
+    kill(s.proc->pid(), SIGKILL);
+    finish(s);
+    EXPECT_TRUE(wait_until([&] { return !exists(cg); }, 30)) << cg << " outlived its client";
+}
+
+TEST_F(DaemonTest, EachCallerHasALimitOfJobsAtOnce) {
+    start_daemon("max_jobs = 1\n");
+    Started first = start(client("touch started; sleep 1000"));
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/started"); }, 60));
+    Result second = run(client("echo ran"));
+    EXPECT_EQ(second.status, 125) << second.describe();
+    EXPECT_EQ(second.out, "");
+    EXPECT_NE(second.err.find("its limit"), std::string::npos) << second.describe();
+    kill(first.proc->pid(), SIGKILL);
+    finish(first);
+    // The slot frees once the first job's worker is gone.
+    ASSERT_TRUE(wait_until([&] { return run(client("echo ran")).out == "ran\n"; }, 30));
+}
+
+TEST_F(DaemonTest, AMalformedRequestGetsAnErrorAndHarmsNoOtherJob) {
+    start_daemon();
+    Started other = start(client("touch started; sleep 3; echo done"));
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/started"); }, 60));
+    // Garbage and a wrong version with their fds, then a request without
+    // fds and a message that isn't one, as the test user.
+    const std::string py = fmt::format(R"(
+import os, socket
+fds = [0, 1, 2, 2, os.open('.', os.O_RDONLY)]
+for payload, with_fds in [(b'Rgarbage', 1), (b'Rconfine/9\0arg\0ls\0', 1), (b'Rconfine/1\0arg\0ls\0', 0), (b'Q', 0)]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect('{}')
+    socket.send_fds(s, [payload], fds) if with_fds else s.send(payload)
+    while True:
+        m = s.recv(65536)
+        if not m: break
+        print(m[:1].decode(), m[1:].decode())
+)",
+                                       socket_);
+    std::ofstream(at("bad.py")) << py;
+    chmod(at("bad.py").c_str(), 0644);
+    Result bad = run_unconfined("python3 " + at("bad.py"));
+    ASSERT_EQ(bad.status, 0) << bad.describe();
+    EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 8) << bad.out;
+    EXPECT_NE(bad.out.find("E request: the last field has no terminating NUL"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find("E request: protocol 'confine/9' is not confine/1"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find("E the first message must be a request with 5 fds"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find("X 125"), std::string::npos) << bad.out;
+    Result r = finish(other);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "done\n");
+}
+
+TEST_F(DaemonTest, JobsOrphanedByADeadDaemonEndWhenItStartsAgain) {
+    start_daemon();
+    Started s = start(client("touch started; sleep 1000"));
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/started"); }, 60));
+    const std::string cg = job_cgroup(s.job);
+    ASSERT_FALSE(cg.empty());
+    // The daemon and its worker (its process group) die at once, as under
+    // SIGKILL of the service.
+    ASSERT_EQ(kill(-daemon_->pid(), SIGKILL), 0);
+    daemon_->wait(30);
+    daemon_.reset();
+    finish(s);
+    // The job's main process died with its worker; whatever else was in
+    // the cgroup would still run confined. The restart ends it.
+    ASSERT_TRUE(exists(cg)) << "nothing was left to collect";
+    start_daemon();
+    EXPECT_TRUE(wait_until([&] { return !exists(cg); }, 30)) << cg << " survived the daemon's restart";
+}
+
+}  // namespace
+}  // namespace vmtest
