@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections import defaultdict
 
-raw, cmdline, rounds, n_ops, n_start, out_rounds, n_files, jobs, plot_data = sys.argv[1:10]
+raw, cmdline, rounds, n_ops, n_start, out_rounds, n_files, jobs, soak, plot_data = sys.argv[1:11]
 
 data = defaultdict(dict)  # (kernel, phase, op, variant) -> {round: ns}
 guest = {}  # kernel -> (uname -r, nproc)
@@ -82,7 +82,8 @@ for k in kernels:
 p(f"- {rounds} rounds, variants interleaved (rotated order each round); hot path: "
   f"{n_ops} ops per run, median of 16-op batches; start: {n_start} starts per round; "
   f"outside jobs: {out_rounds} load/unload rounds; real work: {n_files} files, "
-  f"{min(int(rounds), 3)} rounds; concurrency: {jobs.replace(',', ', ')} jobs")
+  f"{min(int(rounds), 3)} rounds; concurrency: {jobs.replace(',', ', ')} jobs; daemon soak: "
+  f"{soak.replace(',', ' one after another, ')} at once")
 p("\n![Ratios to unconfined](benchmarks.png)\n")
 p("Cells: median over rounds of the same-round ratio, (min-max) over rounds. "
   "TCG inflates absolute times by 10-100x and not uniformly, so only ratios are "
@@ -142,6 +143,20 @@ for k in kernels:
           "and a ring buffer as 0. A job's memory is its 256 KiB ring buffer plus its map entries, as on "
           "the newer kernels.")
     p("")
+    sk = lambda what, when: data.get((k, "soak", what, when), {}).get(1)
+    if sk("rss_kib", "before") is not None:
+        seq, par = soak.split(",")
+        p(f"### The daemon: {int(seq):,} jobs one after another, then {int(par):,} at once\n")
+        p(f"Through `confine daemon`, by an unprivileged client; `true` one after another "
+          f"({sk('seq_ms_per_job', seq)} TCG ms a job), then `sleep 2` at once. Failed: "
+          f"{sk('seq_failed', seq)} and {sk('par_failed', par)}. Before: after one warm-up job.\n")
+        p("| | before | after |")
+        p("|---|---:|---:|")
+        for what, label in (("rss_kib", "daemon RSS (KiB)"), ("fds", "daemon fds"), ("cgroups", "job cgroups"),
+                            ("map_entries", "entries in the policy maps"), ("pins", "files in /sys/fs/bpf/confine"),
+                            ("processes", "the user's processes")):
+            p(f"| {label} | {sk(what, 'before')} | {sk(what, 'after')} |")
+        p("")
 
 # Goals of issue #5, judged on the worst operation, by its median ratio.
 p("## Goals (issue #5)\n")

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <ctime>
 
 #include "bpf/job.h"
@@ -114,9 +115,21 @@ AuditLog::AuditLog(Fd fd, bool client, std::string job_id, bool audit_mode)
       audit_mode_(audit_mode),
       realtime_offset_ns_(clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC)) {}
 
+std::optional<int> inherited_fd(std::string_view path) {
+    for (std::string_view dir : {"/dev/fd/", "/proc/self/fd/"}) {
+        if (!path.starts_with(dir)) continue;
+        int fd = 0;
+        auto [end, ec] = std::from_chars(path.data() + dir.size(), path.data() + path.size(), fd);
+        if (ec == std::errc() && end == path.data() + path.size() && fd >= 0 && path.size() > dir.size()) return fd;
+    }
+    return std::nullopt;
+}
+
 Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, bool audit_mode) {
-    Fd fd(path.empty() ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)
-                       : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+    // An inherited fd is used as it is: a socket can't be opened again.
+    std::optional<int> given = path.empty() ? STDERR_FILENO : inherited_fd(path);
+    Fd fd(given ? fcntl(*given, F_DUPFD_CLOEXEC, 3)
+                : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
     if (!fd) return fail(Error::sys("audit: opening " + (path.empty() ? "stderr" : path)));
     return AuditLog(std::move(fd), false, std::move(job_id), audit_mode);
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "bpf/audit.h"
@@ -16,7 +17,8 @@ namespace confine {
 
 class AuditLog {
 public:
-    // `path` empty: standard error. A file is opened for appending.
+    // `path` empty: standard error; /dev/fd/N: that fd, as inherited (a
+    // pipe or socket of the runner's). A file is opened for appending.
     static Result<AuditLog> open(const std::string& path, std::string job_id, bool audit_mode);
     // Lines go to a daemon client, one wire::Type::Audit message each.
     static Result<AuditLog> to_client(int connection, std::string job_id, bool audit_mode);
@@ -66,6 +68,9 @@ private:
     Fd map_;
     std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> rb_;
 };
+
+// N for "/dev/fd/N" or "/proc/self/fd/N": an audit log given as an fd.
+std::optional<int> inherited_fd(std::string_view path);
 
 // Quotes a string as JSON; bytes that are not valid UTF-8 become \u00XX.
 std::string json_quote(std::string_view s);

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "loader/audit.h"
 #include "loader/daemon.h"
 
 extern char** environ;
@@ -80,7 +81,9 @@ Result<Prepared> prepare(const RunOptions& o) {
                                   "(not 2>&1), so no line in the log can be forged"));
         p.job_stderr = STDOUT_FILENO;
     } else {
-        p.audit.reset(open(o.audit_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+        std::optional<int> given = inherited_fd(o.audit_log);
+        p.audit.reset(given ? fcntl(*given, F_DUPFD_CLOEXEC, 3)
+                            : open(o.audit_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
         if (!p.audit) return fail(Error::sys("audit: opening " + o.audit_log));
         for (int fd : {0, 1, 2})
             if (same_file(p.audit.get(), fd))
@@ -90,8 +93,8 @@ Result<Prepared> prepare(const RunOptions& o) {
         if (fstat(p.audit.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
             return fail(Error::msg("audit: the audit log " + o.audit_log + " has other hard links, which the job may reach")
                             .hint("Give --audit-log a file with one name, outside the job's writable set"));
-        // The daemon checks the file is outside the job's writable set.
-        r.audit_log = std::filesystem::absolute(o.audit_log, ec).string();
+        // The daemon checks a named file is outside the job's writable set.
+        if (!given) r.audit_log = std::filesystem::absolute(o.audit_log, ec).string();
         p.job_stderr = STDERR_FILENO;
     }
     p.null.reset(open("/dev/null", O_RDWR | O_CLOEXEC));

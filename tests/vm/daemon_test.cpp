@@ -239,5 +239,28 @@ TEST_F(DaemonTest, JobsOrphanedByADeadDaemonEndWhenItStartsAgain) {
     EXPECT_TRUE(wait_until([&] { return !exists(cg); }, 30)) << cg << " survived the daemon's restart";
 }
 
+// examples/runner.ts, as a runner would run it: output streamed, denials
+// collected from their own channel as they come, the status mapped.
+TEST_F(DaemonTest, TheExampleRunnerStreamsOutputDenialsAndTheOutcome) {
+    ASSERT_TRUE(exists(RUNNER_JS)) << RUNNER_JS << " was not built: scripts/setup installs the TypeScript compiler";
+    start_daemon();
+    const std::string job = fmt::format("echo hi; echo oops >&2; ls {}; exit 3", kUserHome);
+    Result unconfined = run_unconfined(fmt::format("ls {}", kUserHome));
+    ASSERT_EQ(unconfined.status, 0) << unconfined.describe();
+    Process p = Process::start({.argv = {"/usr/bin/node", RUNNER_JS, "--workdir", work(), "--", "/bin/sh", "-c", job},
+                                .env = {"PATH=/usr/bin:/bin", "CONFINE=" + confine_bin(), "CONFINE_SOCKET=" + socket_},
+                                .cwd = work(),
+                                .uid = test_user().uid,
+                                .gid = test_user().gid,
+                                .groups = test_user().groups});
+    Result r = p.wait(300);
+    EXPECT_EQ(r.status, 1) << r.describe();
+    for (const std::string& expected :
+         {std::string("out| hi\n"), std::string("err| oops\n"),
+          fmt::format("denied: open_read {} (ls)\n", kUserHome),
+          std::string(R"({"outcome":"failed","status":3,"denials":1,"lost":0})")})
+        EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.describe();
+}
+
 }  // namespace
 }  // namespace vmtest
