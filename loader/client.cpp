@@ -34,7 +34,8 @@ Result<std::string> read_file(const std::string& path) {
 }
 
 bool same_file(int a, int b) {
-    struct stat sa {}, sb {};
+    struct stat sa {
+    }, sb{};
     return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino &&
            (S_ISREG(sa.st_mode) || S_ISFIFO(sa.st_mode) || S_ISSOCK(sa.st_mode));
 }
@@ -91,8 +92,9 @@ Result<Prepared> prepare(const RunOptions& o) {
                                 .hint("Give --audit-log a file or pipe of its own, so no line in it can be forged"));
         struct stat st {};
         if (fstat(p.audit.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
-            return fail(Error::msg("audit: the audit log " + o.audit_log + " has other hard links, which the job may reach")
-                            .hint("Give --audit-log a file with one name, outside the job's writable set"));
+            return fail(
+                Error::msg("audit: the audit log " + o.audit_log + " has other hard links, which the job may reach")
+                    .hint("Give --audit-log a file with one name, outside the job's writable set"));
         // The daemon checks a named file is outside the job's writable set.
         if (!given) r.audit_log = std::filesystem::absolute(o.audit_log, ec).string();
         p.job_stderr = STDERR_FILENO;

@@ -18,12 +18,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <filesystem>
+#include <fstream>
 #include <map>
-#include <toml++/toml.h>
 
 #include "loader/bpf_objects.h"
 #include "loader/job_policy.h"
@@ -35,14 +36,15 @@ namespace {
 // /etc/confine/daemon.toml: what the administrator grants callers beyond
 // running jobs as themselves.
 struct Config {
-    size_t max_jobs = 8;                           // at once, per caller uid
-    std::map<uid_t, std::vector<uid_t>> pools;     // caller -> users its jobs may run as
+    size_t max_jobs = 8;                        // at once, per caller uid
+    std::map<uid_t, std::vector<uid_t>> pools;  // caller -> users its jobs may run as
 };
 
 Result<uid_t> user_id(const std::string& name, const std::string& where) {
     const passwd* pw = getpwnam(name.c_str());
     if (!pw) return fail(Error::msg(fmt::format("daemon: {}: no such user '{}'", where, name)));
-    if (pw->pw_uid == 0) return fail(Error::msg(fmt::format("daemon: {}: '{}' is root, which no job runs as", where, name)));
+    if (pw->pw_uid == 0)
+        return fail(Error::msg(fmt::format("daemon: {}: '{}' is root, which no job runs as", where, name)));
     return pw->pw_uid;
 }
 
@@ -53,8 +55,8 @@ Result<Config> load_config(const std::string& path) {
     try {
         t = toml::parse_file(path);
     } catch (const toml::parse_error& e) {
-        return fail(Error::msg(fmt::format("daemon: {}:{}:{}: {}", path, e.source().begin.line,
-                                           e.source().begin.column, e.description())));
+        return fail(Error::msg(fmt::format("daemon: {}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column,
+                                           e.description())));
     }
     auto bad = [&](const std::string& what) { return fail(Error::msg("daemon: " + path + ": " + what)); };
     for (auto& [key, value] : t) {
@@ -144,7 +146,8 @@ constexpr int kRequestTimeoutMs = 30000;
 // The job's user: the caller's, or one of its pool's, never root.
 Result<uid_t> job_user(const Config& cfg, const ucred& cred, const std::string& requested) {
     if (requested.empty()) {
-        if (cred.uid == 0) return fail(Error::msg("the daemon runs no job as root").hint("Run confine as root instead"));
+        if (cred.uid == 0)
+            return fail(Error::msg("the daemon runs no job as root").hint("Run confine as root instead"));
         return cred.uid;
     }
     const passwd* pw = getpwnam(requested.c_str());
@@ -160,60 +163,75 @@ Result<uid_t> job_user(const Config& cfg, const ucred& cred, const std::string& 
                     .hint("An administrator lists the users a caller's jobs may run as in the daemon's [pools]"));
 }
 
-// A forked worker's whole life: one client, one job.
-int serve(int conn, const ucred& cred, const Config& cfg, const policy::Policy& ceiling, const BpfObjects& objs) {
+// The client's request and its fds, or why there is none (sent as E).
+struct Received {
+    wire::Request request;
+    std::vector<Fd> fds;
+};
+Result<Received> receive_request(int conn) {
     pollfd p{conn, POLLIN, 0};
-    if (poll(&p, 1, kRequestTimeoutMs) != 1) {
-        refuse(conn, "no request within 30 s");
-        return kExitFailure;
-    }
+    if (poll(&p, 1, kRequestTimeoutMs) != 1) return fail(Error::msg("no request within 30 s"));
     auto m = wire::receive(conn);
-    if (!m || !*m) return kExitFailure;  // gone, or not even a message
-    if ((*m)->type != wire::Type::Request || (*m)->fds.size() != wire::kRequestFds) {
-        refuse(conn, fmt::format("the first message must be a request with {} fds", int(wire::kRequestFds)));
-        return kExitFailure;
-    }
+    if (!m) return fail(m.error());
+    if (!*m) return fail(Error::msg("no request before the end of the connection"));
+    if ((*m)->type != wire::Type::Request || (*m)->fds.size() != wire::kRequestFds)
+        return fail(Error::msg(fmt::format("the first message must be a request with {} fds", int(wire::kRequestFds))));
     auto req = wire::decode((*m)->payload);
-    if (!req) {
-        refuse(conn, req.error().message);
-        return kExitFailure;
-    }
-    auto uid = job_user(cfg, cred, req->user);
-    if (!uid) {
-        refuse(conn, "run: " + uid.error().message);
-        return kExitFailure;
-    }
-    std::vector<Fd>& fds = (*m)->fds;
-    // The workdir is the directory the client opened: one it can reach.
-    char workdir[PATH_MAX];
-    ssize_t n = readlink(fmt::format("/proc/self/fd/{}", fds[wire::kWorkdir].get()).c_str(), workdir,
-                         sizeof workdir - 1);
-    struct stat st {};
-    if (n <= 0 || fstat(fds[wire::kWorkdir].get(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        refuse(conn, "run: the request's workdir is not a directory");
-        return kExitFailure;
-    }
-    workdir[n] = '\0';
+    if (!req) return fail(req.error());
+    return Received{std::move(*req), std::move((*m)->fds)};
+}
+
+// `confine run`'s options from a request; the workdir is the directory
+// the client opened, so one it can reach.
+Result<RunOptions> run_options(const wire::Request& req, int workdir_fd) {
     RunOptions o;
-    o.policy_file = req->policy_name;
-    o.workdir = workdir;
-    if (!req->mode.empty()) o.mode = req->mode == "audit" ? policy::Mode::Audit : policy::Mode::Enforce;
-    o.audit_log = req->audit_log;
-    o.job_id = req->job_id;
-    o.print_policy = req->print_policy;
-    o.seed_home = req->seed_home;
-    if (!req->timeout.empty()) {
-        auto t = policy::parse_duration(req->timeout);
-        if (!t) {
-            refuse(conn, "run: --timeout: " + t.error());
-            return kExitFailure;
-        }
+    char workdir[PATH_MAX];
+    ssize_t n = readlink(fmt::format("/proc/self/fd/{}", workdir_fd).c_str(), workdir, sizeof workdir - 1);
+    struct stat st {};
+    if (n <= 0 || fstat(workdir_fd, &st) != 0 || !S_ISDIR(st.st_mode))
+        return fail(Error::msg("run: the request's workdir is not a directory"));
+    o.workdir.assign(workdir, static_cast<size_t>(n));
+    o.policy_file = req.policy_name;  // for messages only: the text came with the request
+    if (!req.mode.empty()) o.mode = req.mode == "audit" ? policy::Mode::Audit : policy::Mode::Enforce;
+    o.audit_log = req.audit_log;
+    o.job_id = req.job_id;
+    o.print_policy = req.print_policy;
+    o.seed_home = req.seed_home;
+    if (!req.timeout.empty()) {
+        auto t = policy::parse_duration(req.timeout);
+        if (!t) return fail(Error::msg("run: --timeout: " + t.error()));
         o.timeout_s = *t;
     }
-    o.command = req->command;
-    Served served{*uid, fds[wire::kJobStderr].get(), conn, std::move(req->policy), std::move(req->env), &ceiling,
-                  &objs};
-    o.served = &served;
+    o.command = req.command;
+    return o;
+}
+
+// Whether PID runs inside a confine job (its cgroup is under confine's).
+// A job's own policy already refuses the connect to this socket unless it
+// lists it; this keeps a job from starting a wider one even then.
+bool in_a_job(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/cgroup", pid));
+    std::string line;
+    while (std::getline(in, line))
+        if (line.starts_with("0::/confine/")) return true;
+    return false;
+}
+
+// A forked worker's whole life: one client, one job.
+int serve(int conn, const ucred& cred, const Config& cfg, const policy::Policy& ceiling, const BpfObjects& objs) {
+    auto got = receive_request(conn);
+    if (got && in_a_job(cred.pid)) got = fail(Error::msg("run: a confined job can't start jobs through the daemon"));
+    auto uid = got ? job_user(cfg, cred, got->request.user) : fail(got.error());
+    auto o = uid ? run_options(got->request, got->fds[wire::kWorkdir].get()) : fail(uid.error());
+    if (!o) {
+        refuse(conn, o.error().message);
+        return kExitFailure;
+    }
+    std::vector<Fd>& fds = got->fds;
+    Served served{
+        *uid, fds[wire::kJobStderr].get(), conn, std::move(got->request.policy), std::move(got->request.env), &ceiling,
+        &objs};
+    o->served = &served;
     // The job's stdin and stdout are the client's; confine's messages go
     // to the client's stderr, as they would from a run as root.
     for (auto [from, to] : {std::pair{wire::kStdin, 0}, {wire::kStdout, 1}, {wire::kStderr, 2}})
@@ -221,14 +239,98 @@ int serve(int conn, const ucred& cred, const Config& cfg, const policy::Policy& 
             refuse(conn, "run: taking the client's stdio: " + std::string(strerror(errno)));
             return kExitFailure;
         }
-    int status = run(o);
+    int status = run(*o);
     (void)wire::send(conn, wire::Type::Exit, std::to_string(status));
     return status;
 }
 
-// The daemon's own bookkeeping of its workers.
-struct Worker {
-    uid_t caller;
+// The daemon's main process: accepts, forks a worker per connection, and
+// counts each caller's workers.
+class Daemon {
+public:
+    Daemon(const DaemonOptions& opts, const Config& cfg, const policy::Policy& ceiling, const BpfObjects& objs,
+           Fd listener)
+        : opts_(opts), cfg_(cfg), ceiling_(ceiling), objs_(objs), listener_(std::move(listener)) {
+        sigemptyset(&sigs_);
+        for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&sigs_, s);
+        sigprocmask(SIG_BLOCK, &sigs_, nullptr);
+        sfd_.reset(signalfd(-1, &sigs_, SFD_CLOEXEC | SFD_NONBLOCK));
+        signal(SIGPIPE, SIG_IGN);
+    }
+
+    // Until SIGTERM, SIGINT or SIGHUP.
+    Result<void> serve_until_stopped() {
+        for (bool stopping = false; !stopping;) {
+            pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {sfd_.get(), POLLIN, 0}};
+            if (poll(fds, 2, -1) < 0 && errno != EINTR) return fail(Error::sys("daemon: poll"));
+            if (fds[1].revents & POLLIN) {
+                signalfd_siginfo si{};
+                while (read(sfd_.get(), &si, sizeof si) == sizeof si)
+                    if (si.ssi_signo != SIGCHLD) stopping = true;
+                reap();
+            }
+            if (!stopping && (fds[0].revents & POLLIN)) accept_one();
+        }
+        return {};
+    }
+
+    // Every job is asked to end (its worker passes SIGTERM on), then
+    // killed; none outlives the daemon.
+    void stop() {
+        for (auto& [pid, caller] : workers_) kill(pid, SIGTERM);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!workers_.empty() && std::chrono::steady_clock::now() < deadline) {
+            usleep(50000);
+            reap();
+        }
+        for (auto& [pid, caller] : workers_) kill(pid, SIGKILL);
+        while (!workers_.empty() && waitpid(-1, nullptr, 0) > 0) reap();
+    }
+
+private:
+    void reap() {
+        for (pid_t pid; (pid = waitpid(-1, nullptr, WNOHANG)) > 0;) workers_.erase(pid);
+    }
+
+    void accept_one() {
+        Fd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        ucred cred{};
+        socklen_t len = sizeof cred;
+        if (!conn || getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return;
+        size_t running =
+            std::count_if(workers_.begin(), workers_.end(), [&](const auto& w) { return w.second == cred.uid; });
+        const bool over = running >= cfg_.max_jobs;
+        pid_t pid = fork();
+        if (pid < 0) {
+            refuse(conn.get(), "daemon: fork: " + std::string(strerror(errno)));
+            return;
+        }
+        if (pid > 0) {
+            // A refusal is not a job: it doesn't count against the caller.
+            workers_[pid] = over ? static_cast<uid_t>(-1) : cred.uid;
+            return;
+        }
+        listener_.reset();
+        sfd_.reset();
+        sigprocmask(SIG_UNBLOCK, &sigs_, nullptr);
+        signal(SIGPIPE, SIG_DFL);
+        if (!over) _exit(serve(conn.get(), cred, cfg_, ceiling_, objs_));
+        // Read first: a connection closed on an unread request resets, and
+        // the client would never see why.
+        pollfd p{conn.get(), POLLIN, 0};
+        if (poll(&p, 1, kRequestTimeoutMs) == 1) (void)wire::receive(conn.get());
+        refuse(conn.get(), fmt::format("daemon: uid {} has {} jobs running, its limit (max_jobs in {})", cred.uid,
+                                       running, opts_.config));
+        _exit(kExitFailure);
+    }
+
+    const DaemonOptions& opts_;
+    const Config& cfg_;
+    const policy::Policy& ceiling_;
+    const BpfObjects& objs_;
+    Fd listener_, sfd_;
+    sigset_t sigs_;
+    std::map<pid_t, uid_t> workers_;  // worker -> its caller
 };
 
 }  // namespace
@@ -249,80 +351,19 @@ int daemon_main(const DaemonOptions& opts) {
     if (auto r = check_kernel(); !r) return error(r.error());
     auto objs = BpfObjects::open();
     if (!objs) return error(explain_load_failure(objs.error()));
+    // Jobs a dead daemon (or a killed confine) left: still confined, now ended.
     collect_orphan_jobs(*objs);
+    const bool own_socket = !socket_activated();
     auto listener = listen_socket(opts);
     if (!listener) return error(listener.error());
-    const bool own_socket = !socket_activated();
-
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&sigs, s);
-    sigprocmask(SIG_BLOCK, &sigs, nullptr);
-    Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
-    signal(SIGPIPE, SIG_IGN);
     fmt::print(stderr, "confine: daemon serving {} (ceiling {}, at most {} jobs per caller)\n", opts.socket,
                opts.ceiling, cfg->max_jobs);
-
-    std::map<pid_t, Worker> workers;
-    bool stopping = false;
-    auto reap = [&] {
-        for (pid_t pid; (pid = waitpid(-1, nullptr, WNOHANG)) > 0;) workers.erase(pid);
-    };
-    while (!stopping) {
-        pollfd fds[2] = {{listener->get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
-        if (poll(fds, 2, -1) < 0 && errno != EINTR) return error(Error::sys("daemon: poll"));
-        if (fds[1].revents & POLLIN) {
-            signalfd_siginfo si{};
-            while (read(sfd.get(), &si, sizeof si) == sizeof si)
-                if (si.ssi_signo != SIGCHLD) stopping = true;
-            reap();
-        }
-        if (stopping || !(fds[0].revents & POLLIN)) continue;
-        Fd conn(accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (!conn) continue;
-        ucred cred{};
-        socklen_t len = sizeof cred;
-        if (getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
-        size_t running = std::count_if(workers.begin(), workers.end(),
-                                       [&](const auto& w) { return w.second.caller == cred.uid; });
-        const bool over = running >= cfg->max_jobs;
-        pid_t pid = fork();
-        if (pid < 0) {
-            refuse(conn.get(), "daemon: fork: " + std::string(strerror(errno)));
-            continue;
-        }
-        if (pid == 0) {
-            listener->reset();
-            sfd.reset();
-            sigprocmask(SIG_UNBLOCK, &sigs, nullptr);
-            signal(SIGPIPE, SIG_DFL);
-            if (over) {
-                // Read first: a connection closed on an unread request
-                // resets, and the client would never see why.
-                pollfd p{conn.get(), POLLIN, 0};
-                if (poll(&p, 1, kRequestTimeoutMs) == 1) (void)wire::receive(conn.get());
-                refuse(conn.get(), fmt::format("daemon: uid {} has {} jobs running, its limit (max_jobs in {})",
-                                               cred.uid, running, opts.config));
-                _exit(kExitFailure);
-            }
-            _exit(serve(conn.get(), cred, *cfg, *ceiling, *objs));
-        }
-        // A refusal is not a job: it doesn't count against the caller.
-        workers[pid] = {over ? static_cast<uid_t>(-1) : cred.uid};
-    }
-    // Stopping: every job is asked to end (its worker passes SIGTERM on),
-    // then killed; none outlives the daemon.
+    Daemon d(opts, *cfg, *ceiling, *objs, std::move(*listener));
+    auto served = d.serve_until_stopped();
     if (own_socket) unlink(opts.socket.c_str());
-    for (auto& [pid, w] : workers) kill(pid, SIGTERM);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!workers.empty() && std::chrono::steady_clock::now() < deadline) {
-        usleep(50000);
-        reap();
-    }
-    for (auto& [pid, w] : workers) kill(pid, SIGKILL);
-    while (!workers.empty() && waitpid(-1, nullptr, 0) > 0) reap();
+    d.stop();
     collect_orphan_jobs(*objs);
-    return 0;
+    return served ? 0 : error(served.error());
 }
 
 }  // namespace confine

@@ -24,7 +24,7 @@ struct LaunchSpec {
     gid_t gid = 0;
     std::vector<gid_t> groups;
     int cgroup_fd = -1;
-    gid_t tty_gid = 0;              // group of the job's ptys (0: the opener's)
+    gid_t tty_gid = 0;  // group of the job's ptys (0: the opener's)
     // The job's fd 2: not confine's own where that carries the audit log
     // (then fd 1), or a daemon client's.
     int stderr_fd = STDERR_FILENO;

@@ -145,8 +145,8 @@ std::vector<std::string> job_environment(const policy::Compiled& c, const std::s
             if (const char* v = getenv(name.c_str())) env.push_back(name + "=" + v);
             continue;
         }
-        auto it = std::find_if(from->begin(), from->end(),
-                               [&](const std::string& e) { return e.starts_with(name + "="); });
+        auto it =
+            std::find_if(from->begin(), from->end(), [&](const std::string& e) { return e.starts_with(name + "="); });
         if (it != from->end()) env.push_back(*it);
     }
     for (const auto& [name, value] : c.env_set) env.push_back(name + "=" + value);
@@ -617,16 +617,18 @@ int run(const RunOptions& o) {
     sigprocmask(SIG_BLOCK, &sigs, nullptr);
 
     const group* tty = getgrnam("tty");
-    LaunchSpec spec{o.command,
-                    job_environment(*compiled, dirs->home(), dirs->tmp(), proxy.get(),
-                                    o.served ? &o.served->env : nullptr),
-                    *workdir,
-                    user->uid,
-                    user->gid,
-                    user->groups,
-                    cg->fd(),
-                    tty ? tty->gr_gid : 0,
-                    o.served ? o.served->job_stderr : *stderr_to_stdout ? STDOUT_FILENO : STDERR_FILENO};
+    LaunchSpec spec{
+        o.command,
+        job_environment(*compiled, dirs->home(), dirs->tmp(), proxy.get(), o.served ? &o.served->env : nullptr),
+        *workdir,
+        user->uid,
+        user->gid,
+        user->groups,
+        cg->fd(),
+        tty ? tty->gr_gid : 0,
+        o.served            ? o.served->job_stderr
+        : *stderr_to_stdout ? STDOUT_FILENO
+                            : STDERR_FILENO};
     int status;
     uint64_t reported_lost = 0;
     bool timed_out = false;

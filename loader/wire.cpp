@@ -46,8 +46,8 @@ Result<Request> decode(std::string_view in) {
         in.remove_prefix(end + 1);
     }
     if (fields.empty() || fields[0] != kVersion)
-        return bad(fmt::format("protocol '{}' is not {}",
-                               fields.empty() ? "" : std::string(fields[0].substr(0, 32)), kVersion));
+        return bad(fmt::format("protocol '{}' is not {}", fields.empty() ? "" : std::string(fields[0].substr(0, 32)),
+                               kVersion));
     if (fields.size() % 2 != 1) return bad("a key has no value");
     Request r;
     std::vector<std::string_view> seen;
@@ -56,24 +56,33 @@ Result<Request> decode(std::string_view in) {
         if (key == "arg" || key == "env") {
             auto& list = key == "arg" ? r.command : r.env;
             if (list.size() == kMaxItems) return bad(fmt::format("more than {} {} fields", kMaxItems, key));
-            if (key == "env" && value.find('=') == std::string_view::npos)
-                return bad("env entry without '='");
+            if (key == "env" && value.find('=') == std::string_view::npos) return bad("env entry without '='");
             list.emplace_back(value);
             continue;
         }
         if (std::find(seen.begin(), seen.end(), key) != seen.end())
             return bad(fmt::format("field '{}' given twice", key.substr(0, 32)));
         seen.push_back(key);
-        if (key == "policy") r.policy = value;
-        else if (key == "policy_name") r.policy_name = value;
-        else if (key == "mode") r.mode = value;
-        else if (key == "job_id") r.job_id = value;
-        else if (key == "timeout") r.timeout = value;
-        else if (key == "user") r.user = value;
-        else if (key == "seed_home") r.seed_home = value;
-        else if (key == "audit_log") r.audit_log = value;
-        else if (key == "print_policy" && value == "1") r.print_policy = true;
-        else return bad(fmt::format("unknown field '{}'", key.substr(0, 32)));
+        if (key == "policy")
+            r.policy = value;
+        else if (key == "policy_name")
+            r.policy_name = value;
+        else if (key == "mode")
+            r.mode = value;
+        else if (key == "job_id")
+            r.job_id = value;
+        else if (key == "timeout")
+            r.timeout = value;
+        else if (key == "user")
+            r.user = value;
+        else if (key == "seed_home")
+            r.seed_home = value;
+        else if (key == "audit_log")
+            r.audit_log = value;
+        else if (key == "print_policy" && value == "1")
+            r.print_policy = true;
+        else
+            return bad(fmt::format("unknown field '{}'", key.substr(0, 32)));
     }
     if (!r.mode.empty() && r.mode != "enforce" && r.mode != "audit")
         return bad(fmt::format("mode '{}' is not enforce or audit", r.mode.substr(0, 32)));

@@ -41,8 +41,8 @@ struct Request {
     std::string policy_name;  // the client's file name, for diagnostics
     std::string mode;         // "", "enforce" or "audit"
     std::string job_id;
-    std::string timeout;      // as --timeout takes it
-    std::string user;         // a pool user; empty: the caller
+    std::string timeout;  // as --timeout takes it
+    std::string user;     // a pool user; empty: the caller
     std::string seed_home;
     std::string audit_log;  // the client's --audit-log, resolved: checked against the job's writable set
     bool print_policy = false;

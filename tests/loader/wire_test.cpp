@@ -71,7 +71,9 @@ TEST(Wire, TheDecoderSurvivesFuzzing) {
         for (int m = 1 + rng() % 4; m > 0; --m) {
             size_t at = rng() % (in.size() + 1);
             switch (rng() % 4) {
-                case 0: if (at < in.size()) in[at] = static_cast<char>(rng()); break;
+                case 0:
+                    if (at < in.size()) in[at] = static_cast<char>(rng());
+                    break;
                 case 1: in.resize(at); break;
                 case 2: in.insert(at, 1, static_cast<char>(rng() % 3 ? 0 : rng())); break;
                 case 3: in.insert(at, in.substr(at, rng() % 64)); break;

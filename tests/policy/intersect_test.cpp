@@ -148,9 +148,9 @@ TEST(Intersect, DestinationsFamiliesAndNamesMustBeInBoth) {
         for (uint16_t port : d.ports) domains.push_back(d.name + ":" + std::to_string(port));
     EXPECT_EQ(connect, (std::vector<std::string>{"tcp://127.0.0.1:3128", "unix:/run/a.sock"}));
     EXPECT_EQ(bind, (std::vector<std::string>{"tcp://10.0.0.1:8080"}));
-    EXPECT_EQ(domains, (std::vector<std::string>{"api.github.com:80", "api.github.com:443", "*.api.github.com:80",
-                                                 "*.api.github.com:443", "api.anthropic.com:80",
-                                                 "api.anthropic.com:443"}));
+    EXPECT_EQ(domains,
+              (std::vector<std::string>{"api.github.com:80", "api.github.com:443", "*.api.github.com:80",
+                                        "*.api.github.com:443", "api.anthropic.com:80", "api.anthropic.com:443"}));
     EXPECT_TRUE(both.families & (1ull << AF_NETLINK));
     EXPECT_FALSE(both.families & (1ull << AF_PACKET));
     EXPECT_TRUE(both.families & (1ull << AF_UNIX));

@@ -239,6 +239,22 @@ TEST_F(DaemonTest, JobsOrphanedByADeadDaemonEndWhenItStartsAgain) {
     EXPECT_TRUE(wait_until([&] { return !exists(cg); }, 30)) << cg << " survived the daemon's restart";
 }
 
+TEST_F(DaemonTest, AConfinedJobCantStartAnotherThroughTheDaemon) {
+    start_daemon();
+    // Where a job may run it from, as from a system's /usr/bin.
+    fs::copy_file(confine_bin(), "/usr/local/bin/confine", fs::copy_options::overwrite_existing);
+    const std::string cmd =
+        fmt::format("CONFINE_SOCKET={} /usr/local/bin/confine run --workdir {} -- echo ran", socket_, work());
+    Result outside = run_unconfined(cmd);
+    ASSERT_EQ(outside.status, 0) << outside.describe();
+    ASSERT_EQ(outside.out, "ran\n");
+    // Even a job whose policy lets it reach the socket.
+    Result inside = run_confined(make_policy({.connect = {"unix:" + socket_}}), cmd);
+    EXPECT_EQ(inside.status, 125) << inside.describe();
+    EXPECT_EQ(inside.out.find("ran"), std::string::npos) << inside.describe();
+    EXPECT_NE(inside.err.find("a confined job can't start jobs"), std::string::npos) << inside.describe();
+}
+
 // examples/runner.ts, as a runner would run it: output streamed, denials
 // collected from their own channel as they come, the status mapped.
 TEST_F(DaemonTest, TheExampleRunnerStreamsOutputDenialsAndTheOutcome) {
@@ -256,8 +272,7 @@ TEST_F(DaemonTest, TheExampleRunnerStreamsOutputDenialsAndTheOutcome) {
     Result r = p.wait(300);
     EXPECT_EQ(r.status, 1) << r.describe();
     for (const std::string& expected :
-         {std::string("out| hi\n"), std::string("err| oops\n"),
-          fmt::format("denied: open_read {} (ls)\n", kUserHome),
+         {std::string("out| hi\n"), std::string("err| oops\n"), fmt::format("denied: open_read {} (ls)\n", kUserHome),
           std::string(R"({"outcome":"failed","status":3,"denials":1,"lost":0})")})
         EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.describe();
 }
