@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <charconv>
 #include <ctime>
+#include <utility>
 
 #include "bpf/job.h"
 #include "loader/wire.h"
@@ -198,13 +200,28 @@ void AuditLog::limit(uint64_t cgroup_id, std::string_view target, uint64_t count
 Result<AuditLog> AuditLog::to_client(int connection, std::string job_id, bool audit_mode) {
     Fd fd(fcntl(connection, F_DUPFD_CLOEXEC, 3));
     if (!fd) return fail(Error::sys("audit: the client's connection"));
+    // Room for a burst of a few hundred lines (the ring holds fewer).
+    int bytes = 256 << 10;
+    setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes);
     return AuditLog(std::move(fd), true, std::move(job_id), audit_mode);
+}
+
+void AuditLog::deliver_rest(uint64_t cgroup_id) {
+    if (!client_) return;
+    client_patient_ = true;
+    if (uint64_t n = std::exchange(undelivered_, 0)) lost(cgroup_id, n);
 }
 
 void AuditLog::write_line(std::string line) {
     line += '\n';
     if (client_) {
-        (void)wire::send(fd_.get(), wire::Type::Audit, line);
+        // A client that doesn't read must not stall the job's supervision
+        // (its deadline, its proxy): what doesn't fit is counted, and
+        // reported once the job has ended (deliver_rest).
+        if (!wire::send(fd_.get(), wire::Type::Audit, line, {}, client_patient_)) {
+            undelivered_++;
+            client_patient_ = false;  // it had its send timeout once: no more waiting
+        }
         return;
     }
     // One write per line: O_APPEND keeps lines whole between writers.

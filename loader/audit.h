@@ -20,8 +20,14 @@ public:
     // `path` empty: standard error; /dev/fd/N: that fd, as inherited (a
     // pipe or socket of the runner's). A file is opened for appending.
     static Result<AuditLog> open(const std::string& path, std::string job_id, bool audit_mode);
-    // Lines go to a daemon client, one wire::Type::Audit message each.
+    // Lines go to a daemon client, one wire::Type::Audit message each,
+    // never waiting while the job runs: what the client has no room for is
+    // counted, and deliver_rest() reports it.
     static Result<AuditLog> to_client(int connection, std::string job_id, bool audit_mode);
+    // Once the job has ended: the lines from here on wait for the client
+    // (up to its connection's send timeout), led by a `lost` record of
+    // those it had no room for.
+    void deliver_rest(uint64_t cgroup_id);
 
     void event(const confine_event& e);
     void lost(uint64_t cgroup_id, uint64_t count);
@@ -43,7 +49,8 @@ private:
     AuditLog(Fd fd, bool client, std::string job_id, bool audit_mode);
     void write_line(std::string line);
     Fd fd_;
-    bool client_ = false;
+    bool client_ = false, client_patient_ = false;
+    uint64_t undelivered_ = 0;
     std::string job_;
     bool audit_mode_ = false;
     int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at open

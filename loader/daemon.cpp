@@ -140,8 +140,12 @@ void refuse(int conn, const std::string& why) {
     (void)wire::send(conn, wire::Type::Exit, std::to_string(kExitFailure));
 }
 
-// How long a client has to send its request once connected.
-constexpr int kRequestTimeoutMs = 30000;
+// How long a client has to send its request once connected, and the
+// daemon's messages to it once the job has ended (it must read them).
+constexpr int kRequestTimeoutMs = 10000;
+constexpr timeval kSendTimeout{10, 0};
+// Refusals waiting for their request to arrive, at most (beyond: closed).
+constexpr size_t kMaxPendingRefusals = 64;
 
 // The job's user: the caller's, or one of its pool's, never root.
 Result<uid_t> job_user(const Config& cfg, const ucred& cred, const std::string& requested) {
@@ -170,7 +174,7 @@ struct Received {
 };
 Result<Received> receive_request(int conn) {
     pollfd p{conn, POLLIN, 0};
-    if (poll(&p, 1, kRequestTimeoutMs) != 1) return fail(Error::msg("no request within 30 s"));
+    if (poll(&p, 1, kRequestTimeoutMs) != 1) return fail(Error::msg("no request within 10 s"));
     auto m = wire::receive(conn);
     if (!m) return fail(m.error());
     if (!*m) return fail(Error::msg("no request before the end of the connection"));
@@ -187,10 +191,14 @@ Result<RunOptions> run_options(const wire::Request& req, int workdir_fd) {
     RunOptions o;
     char workdir[PATH_MAX];
     ssize_t n = readlink(fmt::format("/proc/self/fd/{}", workdir_fd).c_str(), workdir, sizeof workdir - 1);
-    struct stat st {};
+    struct stat st {
+    }, named{};
     if (n <= 0 || fstat(workdir_fd, &st) != 0 || !S_ISDIR(st.st_mode))
         return fail(Error::msg("run: the request's workdir is not a directory"));
     o.workdir.assign(workdir, static_cast<size_t>(n));
+    // The name must still lead to the directory the client opened.
+    if (stat(o.workdir.c_str(), &named) != 0 || named.st_dev != st.st_dev || named.st_ino != st.st_ino)
+        return fail(Error::msg("run: the workdir " + o.workdir + " was moved or replaced after it was opened"));
     o.policy_file = req.policy_name;  // for messages only: the text came with the request
     if (!req.mode.empty()) o.mode = req.mode == "audit" ? policy::Mode::Audit : policy::Mode::Enforce;
     o.audit_log = req.audit_log;
@@ -219,6 +227,7 @@ bool in_a_job(pid_t pid) {
 
 // A forked worker's whole life: one client, one job.
 int serve(int conn, const ucred& cred, const Config& cfg, const policy::Policy& ceiling, const BpfObjects& objs) {
+    setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &kSendTimeout, sizeof kSendTimeout);
     auto got = receive_request(conn);
     if (got && in_a_job(cred.pid)) got = fail(Error::msg("run: a confined job can't start jobs through the daemon"));
     auto uid = got ? job_user(cfg, cred, got->request.user) : fail(got.error());
@@ -229,8 +238,8 @@ int serve(int conn, const ucred& cred, const Config& cfg, const policy::Policy& 
     }
     std::vector<Fd>& fds = got->fds;
     Served served{
-        *uid, fds[wire::kJobStderr].get(), conn, std::move(got->request.policy), std::move(got->request.env), &ceiling,
-        &objs};
+        cred.uid, *uid, fds[wire::kJobStderr].get(), conn, std::move(got->request.policy), std::move(got->request.env),
+        &ceiling, &objs};
     o->served = &served;
     // The job's stdin and stdout are the client's; confine's messages go
     // to the client's stderr, as they would from a run as root.
@@ -261,8 +270,11 @@ public:
     // Until SIGTERM, SIGINT or SIGHUP.
     Result<void> serve_until_stopped() {
         for (bool stopping = false; !stopping;) {
-            pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {sfd_.get(), POLLIN, 0}};
-            if (poll(fds, 2, -1) < 0 && errno != EINTR) return fail(Error::sys("daemon: poll"));
+            std::vector<pollfd> fds = {{listener_.get(), POLLIN, 0}, {sfd_.get(), POLLIN, 0}};
+            for (const Pending& r : refusals_) fds.push_back({r.conn.get(), POLLIN, 0});
+            if (poll(fds.data(), fds.size(), refusals_.empty() ? -1 : 500) < 0 && errno != EINTR)
+                return fail(Error::sys("daemon: poll"));
+            answer_refusals(fds);
             if (fds[1].revents & POLLIN) {
                 signalfd_siginfo si{};
                 while (read(sfd_.get(), &si, sizeof si) == sizeof si)
@@ -299,29 +311,48 @@ private:
         if (!conn || getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return;
         size_t running =
             std::count_if(workers_.begin(), workers_.end(), [&](const auto& w) { return w.second == cred.uid; });
-        const bool over = running >= cfg_.max_jobs;
+        if (running >= cfg_.max_jobs) {
+            // No worker for a refusal: the daemon answers it itself, once
+            // the request has arrived (a connection closed on an unread
+            // request resets, and the client would never see why).
+            if (refusals_.size() < kMaxPendingRefusals)
+                refusals_.push_back({std::move(conn),
+                                     fmt::format("daemon: uid {} has {} jobs running, its limit (max_jobs in {})",
+                                                 cred.uid, running, opts_.config),
+                                     std::chrono::steady_clock::now() + std::chrono::seconds(2)});
+            return;
+        }
         pid_t pid = fork();
         if (pid < 0) {
             refuse(conn.get(), "daemon: fork: " + std::string(strerror(errno)));
             return;
         }
         if (pid > 0) {
-            // A refusal is not a job: it doesn't count against the caller.
-            workers_[pid] = over ? static_cast<uid_t>(-1) : cred.uid;
+            workers_[pid] = cred.uid;
             return;
         }
         listener_.reset();
         sfd_.reset();
+        refusals_.clear();
         sigprocmask(SIG_UNBLOCK, &sigs_, nullptr);
-        signal(SIGPIPE, SIG_DFL);
-        if (!over) _exit(serve(conn.get(), cred, cfg_, ceiling_, objs_));
-        // Read first: a connection closed on an unread request resets, and
-        // the client would never see why.
-        pollfd p{conn.get(), POLLIN, 0};
-        if (poll(&p, 1, kRequestTimeoutMs) == 1) (void)wire::receive(conn.get());
-        refuse(conn.get(), fmt::format("daemon: uid {} has {} jobs running, its limit (max_jobs in {})", cred.uid,
-                                       running, opts_.config));
-        _exit(kExitFailure);
+        _exit(serve(conn.get(), cred, cfg_, ceiling_, objs_));
+    }
+
+    // Refusals whose request came (read, then answered without waiting),
+    // or whose time is up (closed).
+    void answer_refusals(const std::vector<pollfd>& fds) {
+        const auto now = std::chrono::steady_clock::now();
+        for (size_t i = refusals_.size(); i-- > 0;) {
+            Pending& r = refusals_[i];
+            if (fds[2 + i].revents) {
+                (void)wire::receive(r.conn.get());
+                (void)wire::send(r.conn.get(), wire::Type::Error, r.why, {}, false);
+                (void)wire::send(r.conn.get(), wire::Type::Exit, std::to_string(kExitFailure), {}, false);
+            } else if (now < r.deadline) {
+                continue;
+            }
+            refusals_.erase(refusals_.begin() + static_cast<ptrdiff_t>(i));
+        }
     }
 
     const DaemonOptions& opts_;
@@ -331,6 +362,12 @@ private:
     Fd listener_, sfd_;
     sigset_t sigs_;
     std::map<pid_t, uid_t> workers_;  // worker -> its caller
+    struct Pending {
+        Fd conn;
+        std::string why;
+        std::chrono::steady_clock::time_point deadline;
+    };
+    std::vector<Pending> refusals_;
 };
 
 }  // namespace
@@ -348,6 +385,11 @@ int daemon_main(const DaemonOptions& opts) {
                          .hint("Write one (docs/daemon.md \"The ceiling\"): no client gets more than it allows"));
     auto ceiling = policy::parse_file(opts.ceiling);
     if (!ceiling) return error(Error::msg("daemon: the ceiling policy: " + ceiling.error().message));
+    if (!ceiling->env_keep.empty() || !ceiling->env_set.empty())
+        fmt::print(stderr,
+                   "confine: daemon: {}: [env] has no effect in a ceiling: a job's environment is its "
+                   "client's to give\n",
+                   opts.ceiling);
     if (auto r = check_kernel(); !r) return error(r.error());
     auto objs = BpfObjects::open();
     if (!objs) return error(explain_load_failure(objs.error()));

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/fsuid.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -467,6 +468,35 @@ Result<void> audit_outside_writable_set(const std::string& path, const policy::C
     return {};
 }
 
+// While it lives, file access checks are the job user's (fsuid, fsgid,
+// groups), not root's: a daemon's worker resolves what its client names
+// (workdir, rule paths and the git metadata under them, seed home, audit
+// log) as that user could, and learns nothing root alone could read. The
+// worker is single-threaded. No user: nothing changes (a run as root).
+class AsUser {
+public:
+    explicit AsUser(const User* u) : active_(u != nullptr) {
+        if (!active_) return;
+        saved_.resize(static_cast<size_t>(std::max(getgroups(0, nullptr), 0)));
+        saved_.resize(static_cast<size_t>(std::max(getgroups(static_cast<int>(saved_.size()), saved_.data()), 0)));
+        setgroups(u->groups.size(), u->groups.data());
+        setfsgid(u->gid);
+        setfsuid(u->uid);
+    }
+    ~AsUser() {
+        if (!active_) return;
+        setfsuid(0);
+        setfsgid(0);
+        setgroups(saved_.size(), saved_.data());
+    }
+    AsUser(const AsUser&) = delete;
+    AsUser& operator=(const AsUser&) = delete;
+
+private:
+    bool active_;
+    std::vector<gid_t> saved_;
+};
+
 // The job's policy: the embedded default, a file, or a daemon client's text.
 Result<policy::Policy> job_policy(const RunOptions& o) {
     // A daemon never opens a client's policy file itself: it reads as root.
@@ -505,8 +535,15 @@ int run(const RunOptions& o) {
         print_error(Error::msg("run: invalid --job-id '" + job + "'").hint("Use 1-64 of [A-Za-z0-9._-]"));
         return kExitFailure;
     }
+    // A daemon's jobs are named per caller: no caller can take (or block)
+    // another's job id.
+    const std::string unit = o.served ? fmt::format("u{}.{}", o.served->caller, job) : job;
     auto user = target_user(o);
-    auto workdir = resolve_workdir(o.workdir);
+    Result<std::string> workdir = fail(Error::msg(""));
+    if (user) {
+        AsUser as(o.served ? &*user : nullptr);
+        workdir = resolve_workdir(o.workdir);
+    }
     for (const Error* e : {user ? nullptr : &user.error(), workdir ? nullptr : &workdir.error()})
         if (e) {
             print_error(*e);
@@ -516,11 +553,12 @@ int run(const RunOptions& o) {
     if (o.print_policy) {
         // Compiled against directories made as the run makes them, so the
         // paths are the ones a run enforces (bar the random suffix).
-        auto dirs = PrivateDirs::create(job, nullptr, false);
+        auto dirs = PrivateDirs::create(unit, nullptr, false);
         if (!dirs) {
             print_error(dirs.error());
             return kExitFailure;
         }
+        AsUser as(o.served ? &*user : nullptr);
         auto compiled = compile_for(o, *pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
         if (!compiled) {
             print_error(compiled.error());
@@ -553,11 +591,12 @@ int run(const RunOptions& o) {
     }
     const BpfObjects* objs = o.served ? o.served->objs : &*own_objs;
     collect_orphan_proxies(*objs);
-    auto dirs = PrivateDirs::create(job, &*user, o.keep_dirs);
+    auto dirs = PrivateDirs::create(unit, &*user, o.keep_dirs);
     if (!dirs) {
         print_error(dirs.error());
         return kExitFailure;
     }
+    std::optional<AsUser> as(std::in_place, o.served ? &*user : nullptr);
     auto compiled = compile_for(o, *pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
     if (!compiled) {
         print_error(compiled.error());
@@ -575,6 +614,7 @@ int run(const RunOptions& o) {
         stderr_to_stdout = audit_apart_from_job(o.audit_log, *compiled);
     else if (auto r = audit_outside_writable_set(o.audit_log, *compiled); !r)
         stderr_to_stdout = fail(r.error());
+    as.reset();
     const bool audit_mode = compiled->mode == policy::Mode::Audit;
     auto log = !stderr_to_stdout ? fail(stderr_to_stdout.error())
                : o.served        ? AuditLog::to_client(o.served->connection, job, audit_mode)
@@ -586,7 +626,7 @@ int run(const RunOptions& o) {
     auto ring = JobRing::create(std::move(*log));
     // The cgroup inherits this build's programs from its parent the moment
     // it exists; they deny everything until the policy below is in place.
-    auto cg = ring ? JobCgroup::create(objs->jobs_parent(), job) : fail(ring.error());
+    auto cg = ring ? JobCgroup::create(objs->jobs_parent(), unit) : fail(ring.error());
     // Limits are in place before the job's first process exists.
     if (cg)
         if (auto r = cg->set_limits(compiled->limits); !r) cg = fail(r.error());
@@ -594,7 +634,7 @@ int run(const RunOptions& o) {
     // rule for its port.
     std::unique_ptr<JobProxy> proxy;
     if (cg && !compiled->domains.empty()) {
-        auto started = JobProxy::start(*objs, cg->id(), job, compiled->domains, compiled->mode == policy::Mode::Audit,
+        auto started = JobProxy::start(*objs, cg->id(), unit, compiled->domains, compiled->mode == policy::Mode::Audit,
                                        dirs->proxy());
         if (started) {
             proxy = std::move(*started);
@@ -645,6 +685,7 @@ int run(const RunOptions& o) {
         status = kExitFailure;
     }
     AuditLog& audit = ring->log();
+    audit.deliver_rest(cg->id());
     if (proxy)
         if (auto r = proxy->stop(audit); !r) {
             print_error(r.error());

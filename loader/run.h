@@ -14,6 +14,7 @@ class BpfObjects;
 
 // What `confine daemon` adds for a client's job (loader/daemon.cpp).
 struct Served {
+    uid_t caller = 0;              // who asked (SO_PEERCRED): its jobs' names are its own
     uid_t uid = 0;                 // the job's user: the caller, or a pool user
     int job_stderr = -1;           // the job's fd 2 (0 and 1 are the worker's); confine's own messages go to 2
     int connection = -1;           // the client: audit lines go there, signals come from it, EOF ends the job

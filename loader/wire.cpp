@@ -90,7 +90,7 @@ Result<Request> decode(std::string_view in) {
     return r;
 }
 
-Result<void> send(int sock, Type type, std::string_view payload, const std::vector<int>& fds) {
+Result<void> send(int sock, Type type, std::string_view payload, const std::vector<int>& fds, bool wait) {
     std::string msg(1, static_cast<char>(type));
     msg.append(payload);
     iovec iov{msg.data(), msg.size()};
@@ -109,7 +109,7 @@ Result<void> send(int sock, Type type, std::string_view payload, const std::vect
         memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
     }
     for (;;) {
-        if (sendmsg(sock, &mh, MSG_NOSIGNAL) >= 0) return {};
+        if (sendmsg(sock, &mh, MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT)) >= 0) return {};
         if (errno != EINTR) return fail(Error::sys("wire: sending a message"));
     }
 }

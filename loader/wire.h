@@ -62,8 +62,9 @@ struct Message {
     std::vector<Fd> fds;
 };
 
-// One message; fds are sent with it. A full send buffer blocks.
-Result<void> send(int sock, Type type, std::string_view payload, const std::vector<int>& fds = {});
+// One message; fds are sent with it. A full send buffer blocks (up to
+// the socket's SO_SNDTIMEO), or with `wait` false fails at once (EAGAIN).
+Result<void> send(int sock, Type type, std::string_view payload, const std::vector<int>& fds = {}, bool wait = true);
 // One message, at most kMaxRequest bytes and kRequestFds fds; nullopt at
 // end of stream. A longer message or more fds is an error.
 Result<std::optional<Message>> receive(int sock);

@@ -68,6 +68,24 @@ protected:
         return {.policy = policy, .argv = {"/bin/sh", "-c", cmd}, .daemon = socket_};
     }
 
+    // The cgroup of a job the daemon started for the test user.
+    std::string served_cgroup(const std::string& job) {
+        return job_cgroup(fmt::format("u{}.{}", test_user().uid, job));
+    }
+
+    // A raw client, as the test user: python3 running SCRIPT with the
+    // socket's path as its argument.
+    Process raw_client(const std::string& script) {
+        std::ofstream(at("client.py")) << script;
+        chmod(at("client.py").c_str(), 0644);
+        return Process::start({.argv = {"/usr/bin/python3", at("client.py"), socket_},
+                               .env = {"PATH=/usr/bin:/bin"},
+                               .cwd = work(),
+                               .uid = test_user().uid,
+                               .gid = test_user().gid,
+                               .groups = test_user().groups});
+    }
+
     std::string socket_;
     std::optional<Process> daemon_;
 };
@@ -166,7 +184,7 @@ TEST_F(DaemonTest, AJobEndsWhenItsClientGoesAway) {
     start_daemon();
     Started s = start(client("touch started; sleep 1000"));
     ASSERT_TRUE(wait_until([&] { return exists(work() + "/started"); }, 60));
-    const std::string cg = job_cgroup(s.job);
+    const std::string cg = served_cgroup(s.job);
     ASSERT_FALSE(cg.empty());
     kill(s.proc->pid(), SIGKILL);
     finish(s);
@@ -220,11 +238,84 @@ for payload, with_fds in [(b'Rgarbage', 1), (b'Rconfine/9\0arg\0ls\0', 1), (b'Rc
     EXPECT_EQ(r.out, "done\n");
 }
 
+// A client that never reads its messages can't stall the job's
+// supervision: the job floods the connection with denials (more than its
+// send buffer holds), and its 6 s timeout still ends it.
+TEST_F(DaemonTest, AClientThatNeverReadsCantStretchAJobPastItsTimeout) {
+    start_daemon();
+    write_file(kNotes, "notes\n");
+    const std::string job = fmt::format(
+        "i=0; while [ $i -lt 30000 ]; do read x < {} 2>/dev/null; i=$((i+1)); done; sleep 5; touch escaped", kNotes);
+    Process p = raw_client(fmt::format(R"(
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+req = b'Rconfine/1\x00job_id\x00flood\x00timeout\x006s\x00arg\x00/bin/sh\x00arg\x00-c\x00arg\x00{}\x00'
+socket.send_fds(s, [req], [0, 1, 2, 2, os.open('.', os.O_RDONLY)])
+time.sleep(90)
+)",
+                                       job));
+    ASSERT_TRUE(wait_until([&] { return !served_cgroup("flood").empty(); }, 30)) << "the job never started";
+    const std::string cg = served_cgroup("flood");
+    EXPECT_TRUE(wait_until([&] { return !exists(cg); }, 60)) << "the job outlived its timeout";
+    EXPECT_FALSE(exists(work() + "/escaped"));
+    kill(p.pid(), SIGKILL);
+    p.wait(10);
+}
+
+// Job ids are each caller's own: a daemon job may have the id of a job
+// that runs already, where a second run as root with it is refused.
+TEST_F(DaemonTest, AJobIdIsTheCallersOwn) {
+    start_daemon();
+    RunSpec first{.argv = {"/bin/sh", "-c", "touch started; sleep 1000"}};
+    first.args = {"--job-id", "ci-7"};
+    // start() names its own --job-id; the last one given wins.
+    Started root = start(first);
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/started"); }, 60));
+    ASSERT_FALSE(job_cgroup("ci-7").empty());
+    RunSpec again{.argv = {"/bin/true"}};
+    again.args = {"--job-id", "ci-7"};
+    Result control = run(again);
+    EXPECT_EQ(control.status, 125) << control.describe();
+    RunSpec served = client("echo ran");
+    served.args = {"--job-id", "ci-7"};
+    Result r = run(served);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, "ran\n");
+    kill(root.proc->pid(), SIGTERM);
+    finish(root);
+}
+
+// The daemon reads what a client names as the job's user could: git's
+// pointer file in a root-only directory stays unread.
+TEST_F(DaemonTest, PathsAreResolvedAsTheJobsUserNotAsRoot) {
+    start_daemon();
+    const std::string dir = at("rootonly");
+    fs::create_directory(dir);
+    chmod(dir.c_str(), 0711);  // searchable, not readable: the client can name it
+    std::ofstream(dir + "/.git") << "gitdir: SECRET-TOKEN-42\n";
+    chmod((dir + "/.git").c_str(), 0600);
+    Result unconfined = run_unconfined("cat " + dir + "/.git");
+    ASSERT_NE(unconfined.status, 0) << "the control: the test user can't read it";
+    const std::string policy =
+        "version = 1\n[filesystem]\nread = [\"/\"]\nwrite = [\"{workdir}\", \"{home}\", \"{tmp}\"]\n"
+        "protect_git = [\"{workdir}\"]\n";
+    // As root, for the same user, the pointer is read (and followed).
+    RunSpec root{.policy = policy, .workdir = dir, .argv = {"/bin/true"}};
+    root.args = {"--print-policy"};
+    Result control = run(root);
+    ASSERT_NE(control.out.find("SECRET-TOKEN-42"), std::string::npos) << control.describe();
+    RunSpec served{.policy = policy, .workdir = dir, .argv = {"/bin/true"}, .daemon = socket_};
+    served.args = {"--print-policy"};
+    Result r = run(served);
+    EXPECT_EQ((r.out + r.err).find("SECRET-TOKEN-42"), std::string::npos) << r.describe();
+}
+
 TEST_F(DaemonTest, JobsOrphanedByADeadDaemonEndWhenItStartsAgain) {
     start_daemon();
     Started s = start(client("touch started; sleep 1000"));
     ASSERT_TRUE(wait_until([&] { return exists(work() + "/started"); }, 60));
-    const std::string cg = job_cgroup(s.job);
+    const std::string cg = served_cgroup(s.job);
     ASSERT_FALSE(cg.empty());
     // The daemon and its worker (its process group) die at once, as under
     // SIGKILL of the service.
