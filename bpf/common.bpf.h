@@ -60,10 +60,12 @@ static __always_inline struct confine_job *current_job(__u64 *cgid)
     return bpf_map_lookup_elem(&jobs, cgid);
 }
 
-/* Reserves an audit record for a denial in job `cgid` and fills in who did
- * it. Returns NULL when the ring is full (counted as lost) or missing. */
+/* Reserves an audit record of SIZE bytes (a constant: CONFINE_EVENT_SIZE of
+ * what the caller writes into `target`) for a denial in job `cgid`, and
+ * fills in who did it. Returns NULL when the ring is full (counted as lost)
+ * or missing. */
 static __always_inline struct confine_event *event_reserve(struct confine_job *job, __u64 cgid, __u16 op,
-                                                           __u8 reason)
+                                                           __u8 reason, __u32 size)
 {
     void *ring = bpf_map_lookup_elem(&rings, &cgid);
     struct confine_event *e;
@@ -71,7 +73,7 @@ static __always_inline struct confine_event *event_reserve(struct confine_job *j
 
     if (!ring)
         return NULL;
-    e = bpf_ringbuf_reserve(ring, sizeof(*e), 0);
+    e = bpf_ringbuf_reserve(ring, size, 0);
     if (!e) {
         __sync_fetch_and_add(&job->lost, 1);
         return NULL;
@@ -101,7 +103,7 @@ static __always_inline int verdict(struct confine_job *job)
 /* Reports an access without a target and returns the verdict. */
 static __always_inline int refuse(struct confine_job *job, __u64 cgid, __u16 op)
 {
-    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY);
+    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY, CONFINE_EVENT_HEADER);
 
     if (e)
         bpf_ringbuf_submit(e, 0);

@@ -113,7 +113,6 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
 static __always_inline int decide_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
                                        struct vfsmount *mnt, __u16 op, __u32 need, __u32 *bits)
 {
-    struct confine_event *e;
     struct resolved r;
     int ret;
 
@@ -128,11 +127,7 @@ static __always_inline int decide_path(struct confine_job *job, __u64 cgid, stru
         }
     }
     ret = verdict(job);
-    e = event_reserve(job, cgid, op, r.reason);
-    if (e) {
-        resolved_to_event(&r, e, CONFINE_TARGET_PATH);
-        bpf_ringbuf_submit(e, 0);
-    }
+    report_resolved(job, cgid, op, r.reason, &r, CONFINE_TARGET_PATH);
     scratch_release(r.s);
     return ret;
 }
@@ -666,7 +661,7 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     w.m = sb_first_mount(w.sb);
     bpf_loop(MAX_SB_LIST, sb_step, &w, 0);
     if (w.overflow || w.m) {
-        e = event_reserve(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS);
+        e = event_reserve(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS, CONFINE_EVENT_HEADER);
         if (e)
             bpf_ringbuf_submit(e, 0);
         return GLOBAL(verdict(job));

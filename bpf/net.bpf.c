@@ -141,7 +141,8 @@ static __always_inline bool rule_allows(const struct confine_net_key *key, __u32
 static __always_inline void report_inet_why(struct confine_job *job, const struct confine_net_key *key,
                                             __u16 op, __u8 proto, __u8 reason)
 {
-    struct confine_event *e = event_reserve(job, key->cgroup_id, op, reason);
+    struct confine_event *e =
+        event_reserve(job, key->cgroup_id, op, reason, CONFINE_EVENT_SIZE(sizeof(struct confine_inet)));
 
     if (e) {
         e->target_kind = CONFINE_TARGET_INET;
@@ -167,7 +168,8 @@ static __always_inline void report_inet(struct confine_job *job, const struct co
 static __always_inline int refuse_socket(struct confine_job *job, __u64 cgid, __u16 op, __u16 family,
                                          __u16 type, __u16 protocol)
 {
-    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY);
+    struct confine_event *e =
+        event_reserve(job, cgid, op, CONFINE_REASON_POLICY, CONFINE_EVENT_SIZE(sizeof(struct confine_sock)));
 
     if (e) {
         e->target_kind = CONFINE_TARGET_SOCKET;
@@ -187,7 +189,8 @@ static __always_inline int refuse_family(struct confine_job *job, __u64 cgid, __
 
 static __always_inline int refuse_source_route(struct confine_job *job, __u64 cgid, __u16 op, __u16 family)
 {
-    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_SOURCE_ROUTE);
+    struct confine_event *e =
+        event_reserve(job, cgid, op, CONFINE_REASON_SOURCE_ROUTE, CONFINE_EVENT_SIZE(sizeof(struct confine_sock)));
 
     if (e) {
         e->target_kind = CONFINE_TARGET_SOCKET;
@@ -827,19 +830,18 @@ static __always_inline int check_unix_peer(struct sock *sk, struct sock *peer, _
     }
 
     ret = verdict(job);
-    e = event_reserve(job, key.cgroup_id, op, have_path ? r.reason : CONFINE_REASON_POLICY);
+    if (have_path) {
+        report_resolved(job, key.cgroup_id, op, r.reason, &r, CONFINE_TARGET_UNIX);
+        scratch_release(r.s);
+        return ret;
+    }
+    e = event_reserve(job, key.cgroup_id, op, CONFINE_REASON_POLICY, CONFINE_EVENT_SIZE(CONFINE_UNIX_PATH_MAX));
     if (e) {
-        if (have_path) {
-            resolved_to_event(&r, e, CONFINE_TARGET_UNIX);
-        } else {
-            e->target_kind = CONFINE_TARGET_UNIX_ABSTRACT;
-            e->target_len = len;
-            __builtin_memcpy(e->target.path, key.addr, CONFINE_UNIX_PATH_MAX);
-        }
+        e->target_kind = CONFINE_TARGET_UNIX_ABSTRACT;
+        e->target_len = len;
+        __builtin_memcpy(e->target.path, key.addr, CONFINE_UNIX_PATH_MAX);
         bpf_ringbuf_submit(e, 0);
     }
-    if (have_path)
-        scratch_release(r.s);
     return ret;
 }
 

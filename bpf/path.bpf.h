@@ -207,16 +207,38 @@ static __always_inline __u32 resolved_len(const struct resolved *r)
 }
 
 /* Copies the resolved path, NUL included, into an event's target. */
-static __always_inline void resolved_to_event(const struct resolved *r, struct confine_event *e, __u8 kind)
+/* CAP: the bytes of target.path the event was reserved with (a constant). */
+static __always_inline void resolved_to_event(const struct resolved *r, struct confine_event *e, __u8 kind,
+                                              __u32 cap)
 {
     __u32 n = resolved_len(r) + 1;
 
     bound(n);
-    if (n > CONFINE_PATH_MAX)
-        n = CONFINE_PATH_MAX;
+    if (n > cap)
+        n = cap;
     bpf_probe_read_kernel(e->target.path, n, &r->s->buf[r->off]);
-    e->target.path[CONFINE_PATH_MAX - 1] = '\0';
+    e->target.path[cap - 1] = '\0';
     e->target_kind = kind;
+}
+
+/* Reports the resolved path R as the target of a denial, in a short event
+ * when it fits one. */
+static __always_inline void report_resolved(struct confine_job *job, __u64 cgid, __u16 op, __u8 reason,
+                                            const struct resolved *r, __u8 kind)
+{
+    struct confine_event *e;
+
+    if (resolved_len(r) < CONFINE_PATH_SHORT) {
+        e = event_reserve(job, cgid, op, reason, CONFINE_EVENT_SIZE(CONFINE_PATH_SHORT));
+        if (e)
+            resolved_to_event(r, e, kind, CONFINE_PATH_SHORT);
+    } else {
+        e = event_reserve(job, cgid, op, reason, sizeof(*e));
+        if (e)
+            resolved_to_event(r, e, kind, CONFINE_PATH_MAX);
+    }
+    if (e)
+        bpf_ringbuf_submit(e, 0);
 }
 
 #endif

@@ -84,7 +84,7 @@ static __always_inline int same_job(struct task_struct *target, __u16 op, int si
     if (BPF_CORE_READ(target, cgroups, dfl_cgrp, kn, id) == cgid)
         return 0;
     ret = verdict(job) == ALLOW ? 0 : -EPERM;
-    e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY);
+    e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY, CONFINE_EVENT_SIZE(sizeof(struct confine_task)));
     if (e) {
         e->target_kind = CONFINE_TARGET_TASK;
         e->target.task.tgid = BPF_CORE_READ(target, tgid);
@@ -217,12 +217,13 @@ static __always_inline int refuse_mount(const char *source)
     job = current_job(&cgid);
     if (!job || confine_setup())
         return 0;
-    e = event_reserve(job, cgid, CONFINE_OP_MOUNT, CONFINE_REASON_POLICY);
+    /* A source longer than a short event holds is cut. */
+    e = event_reserve(job, cgid, CONFINE_OP_MOUNT, CONFINE_REASON_POLICY, CONFINE_EVENT_SIZE(CONFINE_PATH_SHORT));
     if (e) {
         e->target_kind = CONFINE_TARGET_PATH;
         e->target.path[0] = 0;
         if (source)
-            bpf_probe_read_kernel_str(e->target.path, sizeof(e->target.path), source);
+            bpf_probe_read_kernel_str(e->target.path, CONFINE_PATH_SHORT, source);
         bpf_ringbuf_submit(e, 0);
     }
     return verdict(job) == ALLOW ? 0 : -EPERM;
@@ -268,7 +269,8 @@ struct {
 
 static __always_inline void report_key(struct confine_job *job, __u64 cgid, struct key *key, __u8 reason)
 {
-    struct confine_event *e = event_reserve(job, cgid, CONFINE_OP_KEY, reason);
+    struct confine_event *e =
+        event_reserve(job, cgid, CONFINE_OP_KEY, reason, CONFINE_EVENT_SIZE(sizeof(struct confine_key)));
 
     if (e) {
         e->target_kind = CONFINE_TARGET_KEY;
@@ -396,7 +398,8 @@ static __always_inline int check_owner(unsigned int cmd, unsigned long arg)
         return 0;
     ret = verdict(job) == ALLOW ? 0 : -EPERM;
     e = event_reserve(job, cgid, CONFINE_OP_SIGNAL,
-                      cmd == F_SETOWN ? CONFINE_REASON_POLICY : CONFINE_REASON_OWNER_IN_USER_MEMORY);
+                      cmd == F_SETOWN ? CONFINE_REASON_POLICY : CONFINE_REASON_OWNER_IN_USER_MEMORY,
+                      CONFINE_EVENT_SIZE(sizeof(struct confine_task)));
     if (e) {
         if (cmd == F_SETOWN) {
             e->target_kind = who > 0 ? CONFINE_TARGET_TASK : CONFINE_TARGET_PGRP;

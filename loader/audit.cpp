@@ -165,7 +165,26 @@ std::string AuditLog::format(const confine_event& e) const {
 }
 
 void AuditLog::event(const confine_event& e) {
+    // The same denial again (the same process, op, target, reason; any
+    // thread, any time) is counted, not written: see flush_repeats().
+    confine_event key = e;
+    key.ktime_ns = 0;
+    key.pid = 0;
+    if (repeated_ && memcmp(&key, &repeated_->key, sizeof key) == 0) {
+        if (repeated_->count++ == 0) repeated_->since = std::chrono::steady_clock::now();
+        repeated_->latest = e;
+        return;
+    }
+    flush_repeats();
     write_line(format(e));
+    repeated_ = std::make_unique<Repeated>(Repeated{key, e, 0, {}});
+}
+
+void AuditLog::flush_repeats(std::chrono::milliseconds after) {
+    if (!repeated_ || repeated_->count == 0 || std::chrono::steady_clock::now() - repeated_->since < after) return;
+    std::string line = format(repeated_->latest);
+    line.pop_back();  // the closing brace
+    write_line(fmt::format(R"({},"repeats":{}}})", line, std::exchange(repeated_->count, 0)));
 }
 
 void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
@@ -234,7 +253,12 @@ Result<JobRing> JobRing::create(AuditLog log) {
     r.map_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "confine_ring", 0, 0, CONFINE_RING_BYTES, nullptr));
     if (!r.map_) return fail(Error::sys("bpf: creating the job's ring buffer"));
     auto on_event = [](void* ctx, void* data, size_t size) -> int {
-        if (size >= sizeof(confine_event)) static_cast<AuditLog*>(ctx)->event(*static_cast<confine_event*>(data));
+        // An event is as long as its target kind needs (bpf/audit.h): the
+        // rest of the struct reads as zeros.
+        if (size < CONFINE_EVENT_HEADER) return 0;
+        confine_event e{};
+        memcpy(&e, data, std::min(size, sizeof e));
+        static_cast<AuditLog*>(ctx)->event(e);
         return 0;
     };
     r.rb_.reset(ring_buffer__new(r.map_.get(), on_event, r.log_.get(), nullptr));

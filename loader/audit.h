@@ -4,6 +4,7 @@
 
 #include <bpf/libbpf.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -30,6 +31,10 @@ public:
     void deliver_rest(uint64_t cgroup_id);
 
     void event(const confine_event& e);
+    // Writes the count of the latest event's repeats, if there are some
+    // and the first came at least `after` ago: one line for a run of the
+    // same denial, then one a second at most while it goes on.
+    void flush_repeats(std::chrono::milliseconds after = std::chrono::milliseconds(0));
     void lost(uint64_t cgroup_id, uint64_t count);
     // Packets from off the machine the job's sockets never got (one record,
     // at the job's end; a flood must not become a flood of lines).
@@ -48,6 +53,14 @@ public:
 private:
     AuditLog(Fd fd, bool client, std::string job_id, bool audit_mode);
     void write_line(std::string line);
+    // The last event written, and its repeats since.
+    struct Repeated {
+        confine_event key;     // with its time and thread zeroed
+        confine_event latest;  // the last repeat
+        uint64_t count;
+        std::chrono::steady_clock::time_point since;  // of the first repeat
+    };
+    std::unique_ptr<Repeated> repeated_;
     Fd fd_;
     bool client_ = false, client_patient_ = false;
     uint64_t undelivered_ = 0;
@@ -67,7 +80,10 @@ public:
     AuditLog& log() { return *log_; }
     int map_fd() const { return map_.get(); }
     int poll_fd() const { return ring_buffer__epoll_fd(rb_.get()); }
-    void drain() { ring_buffer__consume(rb_.get()); }
+    void drain() {
+        ring_buffer__consume(rb_.get());
+        log_->flush_repeats(std::chrono::seconds(1));
+    }
 
 private:
     JobRing() : rb_(nullptr, ring_buffer__free) {}

@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <iostream>
 #include <string>
 
+#include "loader/audit_summary.h"
 #include "loader/bpf_objects.h"
 #include "loader/daemon.h"
 #include "loader/probe.h"
@@ -20,6 +23,8 @@ constexpr const char* kUsage = R"(usage:
               [--seed-home DIR] [--keep-dirs] [--print-policy] [-v] -- CMD [ARG...]
   confine daemon [--socket PATH] [--ceiling FILE] [--config FILE] [--group GROUP]
                          start jobs for users without root (docs/daemon.md)
+  confine audit [--json] [FILE...]
+                         summarize audit logs (stdin without FILE): denials per job, op, target
   confine probe [-v]     can this kernel enforce? exit 0, or explain and exit 1
   confine check FILE     validate a policy; errors as FILE:LINE:COL: message
 )";
@@ -120,6 +125,36 @@ int cmd_daemon(int argc, char** argv) {
     return confine::daemon_main(o);
 }
 
+int cmd_audit(int argc, char** argv) {
+    bool as_json = false;
+    std::vector<std::string> files;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "--json")
+            as_json = true;
+        else if (a.starts_with("-") && a != "-")
+            return usage_error("audit: unknown option '" + a + "'");
+        else
+            files.push_back(a);
+    }
+    confine::AuditSummary s;
+    if (files.empty()) files.push_back("-");
+    for (const std::string& f : files) {
+        if (f == "-") {
+            s.add(std::cin);
+            continue;
+        }
+        std::ifstream in(f);
+        if (!in) {
+            fmt::print(stderr, "confine: audit: reading {}: {}\n", f, strerror(errno));
+            return 1;
+        }
+        s.add(in);
+    }
+    fmt::print("{}", as_json ? s.json() : s.text());
+    return 0;
+}
+
 int cmd_probe(int argc, char** argv) {
     bool verbose = argc > 1 && (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--verbose") == 0);
     confine::set_libbpf_verbose(verbose);
@@ -149,6 +184,7 @@ int main(int argc, char** argv) {
     std::string cmd = argv[1];
     if (cmd == "run") return cmd_run(argc - 1, argv + 1);
     if (cmd == "daemon") return cmd_daemon(argc - 1, argv + 1);
+    if (cmd == "audit") return cmd_audit(argc - 1, argv + 1);
     if (cmd == "probe") return cmd_probe(argc - 1, argv + 1);
     if (cmd == "check") return cmd_check(argc - 1, argv + 1);
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {

@@ -692,6 +692,7 @@ int run(const RunOptions& o) {
             status = kExitFailure;
         }
     ring->drain();
+    audit.flush_repeats();
     report_lost(*installed, audit, cg->id(), reported_lost);
     if (uint64_t n = installed->inbound()) audit.inbound(cg->id(), n);
     report_limits(audit, *cg, timed_out);

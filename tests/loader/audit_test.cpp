@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <fstream>
+#include <vector>
 #include <regex>
 
 namespace confine {
@@ -148,6 +152,45 @@ TEST(JsonQuote, EscapesQuotesControlsAndStrayBytesButKeepsUtf8) {
     EXPECT_EQ(json_quote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
     EXPECT_EQ(json_quote("bad\xff"), R"("bad\u00ff")");
     EXPECT_EQ(json_quote("cut\xc3"), R"("cut\u00c3")");
+}
+
+// The same denial again and again is one line and a count: the first at
+// once, the count when the run ends (another event, or flush_repeats).
+TEST(AuditRepeats, ARunOfTheSameDenialIsOneLineAndACount) {
+    char path[] = "/tmp/confine-audit-test-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    {
+        auto log = AuditLog::open(path, "job-1", false);
+        ASSERT_TRUE(log);
+        confine_event e = event(CONFINE_OP_OPEN_READ);
+        strcpy(e.target.path, "/home/u/.ssh/id_ed25519");
+        e.target_kind = CONFINE_TARGET_PATH;
+        for (int i = 0; i < 5; i++) {
+            e.ktime_ns = 1000 + i;
+            e.pid = 7 + i % 2;  // any thread of the process
+            log->event(e);
+        }
+        confine_event other = e;
+        strcpy(other.target.path, "/etc/shadow");
+        log->event(other);
+        log->event(other);
+        log->flush_repeats();
+        log->flush_repeats();  // nothing more to say
+    }
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    unlink(path);
+    ASSERT_EQ(lines.size(), 4u);
+    EXPECT_EQ(lines[0].find("repeats"), std::string::npos);
+    EXPECT_NE(lines[1].find(R"("target":"/home/u/.ssh/id_ed25519","verdict":"deny","mode":"enforce","repeats":4})"),
+              std::string::npos)
+        << lines[1];
+    EXPECT_NE(lines[2].find(R"("target":"/etc/shadow")"), std::string::npos);
+    EXPECT_EQ(lines[2].find("repeats"), std::string::npos);
+    EXPECT_NE(lines[3].find(R"("repeats":1})"), std::string::npos) << lines[3];
 }
 
 }  // namespace

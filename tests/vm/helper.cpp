@@ -2012,7 +2012,25 @@ int victims(int argc, char** argv) {
 
 }  // namespace netproc
 
+// `flood PATH N`: N opens of PATH; prints how many were refused (EPERM)
+// and this process's CPU time, "refused N cpu_ms M".
+int flood(const char* path, long n) {
+    long refused = 0;
+    for (long i = 0; i < n; i++) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            close(fd);
+        else if (errno == EPERM)
+            refused++;
+    }
+    timespec cpu{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    printf("refused %ld cpu_ms %ld\n", refused, cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc == 4 && std::string(argv[1]) == "flood") return flood(argv[2], strtol(argv[3], nullptr, 10));
     if (argc >= 2 && std::string(argv[1]) == "netproc") return netproc::ops(argc, argv);
     if (argc >= 2 && std::string(argv[1]) == "victims") return netproc::victims(argc, argv);
     if (argc >= 2 && std::string(argv[1]) == "fsops") return fsops::ops(argc, argv);
