@@ -81,6 +81,24 @@ std::string target(const confine_event& e) {
     }
 }
 
+// What makes two events the same denial: everything but the time and the
+// thread, and of the target only what it means (a record's bytes past a
+// string's NUL are whatever the ring held there before).
+std::string event_key(const confine_event& e) {
+    std::string k = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/", e.cgroup_id, e.tgid, e.uid, e.op, e.denied, e.reason,
+                                e.target_kind, std::string_view(e.comm, strnlen(e.comm, sizeof e.comm)));
+    k += target(e);
+    if (e.target_kind == CONFINE_TARGET_TASK || e.target_kind == CONFINE_TARGET_PGRP)
+        k += fmt::format("/{}/{}", e.target.task.signal,
+                         std::string_view(e.target.task.comm, strnlen(e.target.task.comm, sizeof e.target.task.comm)));
+    if (e.target_kind == CONFINE_TARGET_SOCKET)
+        k += fmt::format("/{}/{}/{}", e.target.sock.family, e.target.sock.type, e.target.sock.protocol);
+    if (e.target_kind == CONFINE_TARGET_KEY)
+        k += std::string_view(e.target.key.description,
+                              strnlen(e.target.key.description, sizeof e.target.key.description));
+    return k;
+}
+
 }  // namespace
 
 std::string json_quote(std::string_view s) {
@@ -167,17 +185,15 @@ std::string AuditLog::format(const confine_event& e) const {
 void AuditLog::event(const confine_event& e) {
     // The same denial again (the same process, op, target, reason; any
     // thread, any time) is counted, not written: see flush_repeats().
-    confine_event key = e;
-    key.ktime_ns = 0;
-    key.pid = 0;
-    if (repeated_ && memcmp(&key, &repeated_->key, sizeof key) == 0) {
+    std::string key = event_key(e);
+    if (repeated_ && key == repeated_->key) {
         if (repeated_->count++ == 0) repeated_->since = std::chrono::steady_clock::now();
         repeated_->latest = e;
         return;
     }
     flush_repeats();
     write_line(format(e));
-    repeated_ = std::make_unique<Repeated>(Repeated{key, e, 0, {}});
+    repeated_ = std::make_unique<Repeated>(Repeated{std::move(key), e, 0, {}});
 }
 
 void AuditLog::flush_repeats(std::chrono::milliseconds after) {

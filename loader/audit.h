@@ -55,7 +55,7 @@ private:
     void write_line(std::string line);
     // The last event written, and its repeats since.
     struct Repeated {
-        confine_event key;     // with its time and thread zeroed
+        std::string key;       // event_key(): the event but its time and thread
         confine_event latest;  // the last repeat
         uint64_t count;
         std::chrono::steady_clock::time_point since;  // of the first repeat

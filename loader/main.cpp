@@ -6,9 +6,11 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "loader/audit_summary.h"
+#include "loader/suggest.h"
 #include "loader/bpf_objects.h"
 #include "loader/daemon.h"
 #include "loader/probe.h"
@@ -25,6 +27,8 @@ constexpr const char* kUsage = R"(usage:
                          start jobs for users without root (docs/daemon.md)
   confine audit [--json] [FILE...]
                          summarize audit logs (stdin without FILE): denials per job, op, target
+  confine audit --suggest [--policy BASE] [--workdir DIR] [FILE...]
+                         the policy that would have allowed a run logged in audit mode
   confine probe [-v]     can this kernel enforce? exit 0, or explain and exit 1
   confine check FILE     validate a policy; errors as FILE:LINE:COL: message
 )";
@@ -126,31 +130,45 @@ int cmd_daemon(int argc, char** argv) {
 }
 
 int cmd_audit(int argc, char** argv) {
-    bool as_json = false;
+    bool as_json = false, suggest = false;
+    confine::SuggestOptions so;
     std::vector<std::string> files;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--json")
             as_json = true;
+        else if (a == "--suggest")
+            suggest = true;
+        else if ((a == "--policy" || a == "--workdir") && i + 1 < argc)
+            (a == "--policy" ? so.base_file : so.workdir) = argv[++i];
         else if (a.starts_with("-") && a != "-")
             return usage_error("audit: unknown option '" + a + "'");
         else
             files.push_back(a);
     }
-    confine::AuditSummary s;
+    // Every log, one stream.
+    std::stringstream all;
     if (files.empty()) files.push_back("-");
     for (const std::string& f : files) {
-        if (f == "-") {
-            s.add(std::cin);
-            continue;
-        }
-        std::ifstream in(f);
-        if (!in) {
+        std::ifstream in;
+        if (f != "-") in.open(f);
+        if (f != "-" && !in) {
             fmt::print(stderr, "confine: audit: reading {}: {}\n", f, strerror(errno));
             return 1;
         }
-        s.add(in);
+        all << (f == "-" ? std::cin.rdbuf() : in.rdbuf()) << "\n";
     }
+    if (suggest) {
+        auto p = confine::suggest_policy(all, so);
+        if (!p) {
+            fmt::print(stderr, "confine: {}\n", p.error().message);
+            return 1;
+        }
+        fmt::print("{}", *p);
+        return 0;
+    }
+    confine::AuditSummary s;
+    s.add(all);
     fmt::print("{}", as_json ? s.json() : s.text());
     return 0;
 }

@@ -410,14 +410,31 @@ bool same_file(const struct stat& a, const struct stat& b) {
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+// The audit log PATH (empty: none) must not be in the job's writable set.
+Result<void> audit_outside_writable_set(const std::string& path, const policy::Compiled& c) {
+    if (path.empty()) return {};
+    // Where the log really is: through symlinks at the end too, dangling
+    // ones included (the log would be created where they point).
+    std::error_code ec;
+    std::filesystem::path real = std::filesystem::absolute(path);
+    for (int i = 0; i < 40 && std::filesystem::is_symlink(real, ec); i++) {
+        std::filesystem::path target = std::filesystem::read_symlink(real, ec);
+        real = target.is_absolute() ? target : real.parent_path() / target;
+    }
+    std::filesystem::path dir = std::filesystem::canonical(real.parent_path(), ec);
+    std::string resolved = ec ? real.string() : (dir / real.filename()).string();
+    if (policy::access_at(c, resolved) & policy::kWrite)
+        return fail(Error::msg("audit: the audit log " + resolved + " is writable by the job under its policy")
+                        .hint("Put it outside the job's writable set, so no line in it can be forged"));
+    return {};
+}
+
 // The security team must be able to trust every line of the audit log, so
 // the job never gets to write into it. With --audit-log FILE, FILE must not
 // be in the job's writable set, nor be the file or pipe of the job's stdio.
 // Without it, the log is confine's stderr, and the job's stderr is joined
 // to its stdout (returns true); a stdout that is confine's stderr too
 // (`2>&1` into a file or pipe) would let the job write into the log.
-Result<void> audit_outside_writable_set(const std::string& path, const policy::Compiled& c);
-
 Result<bool> audit_apart_from_job(const std::string& path, const policy::Compiled& c) {
     // Whether the job, whose fd 2 is `err_fd`, can write to the file `st`:
     // through fd 1 or 2, or fd 0 where that is a socket.
@@ -449,24 +466,6 @@ Result<bool> audit_apart_from_job(const std::string& path, const policy::Compile
     return false;
 }
 
-// The audit log PATH (empty: none) must not be in the job's writable set.
-Result<void> audit_outside_writable_set(const std::string& path, const policy::Compiled& c) {
-    if (path.empty()) return {};
-    // Where the log really is: through symlinks at the end too, dangling
-    // ones included (the log would be created where they point).
-    std::error_code ec;
-    std::filesystem::path real = std::filesystem::absolute(path);
-    for (int i = 0; i < 40 && std::filesystem::is_symlink(real, ec); i++) {
-        std::filesystem::path target = std::filesystem::read_symlink(real, ec);
-        real = target.is_absolute() ? target : real.parent_path() / target;
-    }
-    std::filesystem::path dir = std::filesystem::canonical(real.parent_path(), ec);
-    std::string resolved = ec ? real.string() : (dir / real.filename()).string();
-    if (policy::access_at(c, resolved) & policy::kWrite)
-        return fail(Error::msg("audit: the audit log " + resolved + " is writable by the job under its policy")
-                        .hint("Put it outside the job's writable set, so no line in it can be forged"));
-    return {};
-}
 
 // While it lives, file access checks are the job user's (fsuid, fsgid,
 // groups), not root's: a daemon's worker resolves what its client names

@@ -1,5 +1,6 @@
-// A flood of denials: one job refused a million opens while another makes
-// a few. The other job's denials are all logged; every one of the flood's
+// A flood of denials: one job refused 250,000 opens while another makes
+// a few (a million, once by hand: 6.1, 101 lines, confine 43 s of CPU
+// against the job's 91 s under TCG; CI keeps to a quarter). The other job's denials are all logged; every one of the flood's
 // is accounted for (a line, a counted repeat, or a counted loss); confine's
 // own CPU time stays below the flooding job's.
 #include <fmt/format.h>
@@ -12,7 +13,7 @@
 namespace vmtest {
 namespace {
 
-constexpr long kFlood = 1000000;
+constexpr long kFlood = 250000;
 
 // utime + stime of PID in ms, from /proc (a zombie's are its final ones).
 long cpu_ms(pid_t pid) {
@@ -65,17 +66,22 @@ TEST_F(AuditFloodTest, AFloodIsAccountedForAndCostsAnotherJobNothing) {
         if (l.str("op") == "lost") {
             lost += static_cast<uint64_t>(l.num("count").value_or(0));
         } else if (l.str("op") == "open_read" && l.str("target") == kSshKey) {
-            lines++;
-            repeats += static_cast<uint64_t>(l.num("repeats").value_or(0));
+            // A line stands for one refusal, or for N more ("repeats":N).
+            if (auto n = l.num("repeats"))
+                repeats += static_cast<uint64_t>(*n);
+            else
+                lines++;
         } else {
             ADD_FAILURE() << "unexpected line: " << l.raw;
         }
     }
     EXPECT_EQ(lines + repeats + lost, static_cast<uint64_t>(kFlood))
         << lines << " lines, " << repeats << " repeats, " << lost << " lost";
+    EXPECT_LT(r.audit.size(), 1000u) << "the flood was not summarized";
     EXPECT_LT(confine_ms, job_ms) << "confine spent more CPU than the job flooding it";
-    fmt::print("flood of {} denied opens: {} lines, {} counted as repeats, {} lost; CPU: confine {} ms, the job {} ms\n",
-               kFlood, lines, repeats, lost, confine_ms, job_ms);
+    fmt::print("flood of {} denied opens: {} lines ({} of them counts of {} repeats), {} lost; CPU: confine {} ms, "
+               "the job {} ms\n",
+               kFlood, r.audit.size(), r.audit.size() - lines, repeats, lost, confine_ms, job_ms);
     RecordProperty("confine_cpu_ms", std::to_string(confine_ms));
     RecordProperty("job_cpu_ms", std::to_string(job_ms));
 }

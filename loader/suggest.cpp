@@ -1,0 +1,233 @@
+#include "loader/suggest.h"
+
+#include <fmt/format.h>
+#include <pwd.h>
+#include <sys/socket.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "policy/policy.h"
+
+namespace confine {
+namespace {
+
+// What an op needs of its target path.
+enum Need : uint8_t { kNone = 0, kReadNeed = 1, kWriteNeed = 2, kExecNeed = 4 };
+
+uint8_t path_need(const std::string& op) {
+    if (op == "open_read") return kReadNeed;
+    if (op == "exec") return kReadNeed | kExecNeed;
+    static const std::set<std::string> writes = {"open_write", "create", "mkdir",   "unlink",  "rmdir",
+                                                 "rename",     "link",   "symlink", "setattr", "setxattr"};
+    return writes.count(op) ? kWriteNeed : kNone;
+}
+
+// Gives a path its variable back: the job's private HOME and TMPDIR (by
+// their shape, <TMPDIR>/confine-<job>.XXXXXX/{home,tmp}), the workdir, the
+// account's home.
+class Variables {
+public:
+    Variables(std::string workdir, std::string user_home) : workdir_(std::move(workdir)), user_home_(std::move(user_home)) {}
+
+    std::string put_back(const std::string& path) {
+        static const std::regex job_dir(R"(^(.*/confine-[^/]+\.[A-Za-z0-9]{6})/(home|tmp)(/.*)?$)");
+        std::smatch m;
+        if (std::regex_match(path, m, job_dir)) {
+            private_root_ = m[1];
+            return "{" + m[2].str() + "}" + m[3].str();
+        }
+        for (auto [value, name] : {std::pair{&workdir_, "{workdir}"}, {&user_home_, "{user_home}"}})
+            if (!value->empty() && policy::covers(*value, path)) return name + path.substr(value->size());
+        return path;
+    }
+
+    // Values to compile the base policy with, so its rules are compared
+    // with the log's paths as the job saw them.
+    policy::Vars vars() const {
+        std::string root = private_root_.empty() ? "/nonexistent/confine-job.XXXXXX" : private_root_;
+        return {workdir_.empty() ? "/nonexistent/workdir" : workdir_, root + "/home", root + "/tmp",
+                user_home_.empty() ? "/nonexistent/home" : user_home_};
+    }
+
+private:
+    std::string workdir_, user_home_, private_root_;
+};
+
+struct Wanted {
+    std::map<std::string, uint8_t> paths;  // as the job saw them
+    std::set<std::string> connect, bind, domains;
+    std::set<std::string> families;
+    bool user_namespaces = false;
+    std::set<std::string> not_grantable;  // "op target (reason)"
+    uint64_t lost = 0;
+    uid_t uid = static_cast<uid_t>(-1);
+};
+
+std::string str(const nlohmann::json& o, const char* key) {
+    auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+Wanted read_log(std::istream& in) {
+    Wanted w;
+    for (std::string line; std::getline(in, line);) {
+        nlohmann::json o = nlohmann::json::parse(line, nullptr, false);
+        if (o.is_discarded() || !o.is_object()) continue;
+        const std::string op = str(o, "op"), target = str(o, "target"), reason = str(o, "reason");
+        if (op == "lost") {
+            w.lost += o.value("count", uint64_t{0});
+            continue;
+        }
+        if (!o.contains("verdict")) continue;
+        if (o.contains("uid") && o["uid"].is_number_unsigned()) w.uid = o["uid"].get<uid_t>();
+        // A fail-closed decision (a path too deep, a map full) or an
+        // answer for nothing listening is no rule's to change.
+        if (reason == "nothing_listening") continue;
+        if (!reason.empty() && reason != "policy") {
+            w.not_grantable.insert(fmt::format("{} {} ({})", op, target, reason));
+        } else if (uint8_t need = path_need(op); need && target.starts_with("/")) {
+            w.paths[target] |= need;
+        } else if ((op == "connect" || op == "sendmsg") &&
+                   (target.starts_with("tcp://") || target.starts_with("udp://") || target.starts_with("unix:") ||
+                    target.starts_with("unix-abstract:"))) {
+            w.connect.insert(target);
+        } else if (op == "bind" && (target.starts_with("tcp://") || target.starts_with("udp://"))) {
+            w.bind.insert(target);
+        } else if (op == "proxy" && !target.empty()) {
+            size_t colon = target.rfind(':');
+            std::string port = colon == std::string::npos ? "" : target.substr(colon + 1);
+            w.domains.insert(port == "443" || port == "80" ? target.substr(0, colon) : target);
+        } else if (op == "socket" && o.contains("family") && !o.contains("protocol")) {
+            int family = o["family"].get<int>();
+            std::string name;
+            for (const auto& [n, number] : policy::family_names())
+                if (number == family) name = n;
+            if (name.empty())
+                w.not_grantable.insert(fmt::format("socket of family {}", family));
+            else
+                w.families.insert(name);
+        } else if (op == "userns_create") {
+            w.user_namespaces = true;
+        } else {
+            w.not_grantable.insert(fmt::format("{} {}", op, target));
+        }
+    }
+    return w;
+}
+
+// Several files of one directory become the directory: FILES (variables
+// put back) -> the rules, with a note for each grouping.
+std::map<std::string, uint8_t> group(const std::map<std::string, uint8_t>& files, std::vector<std::string>& notes) {
+    std::map<std::string, std::vector<std::string>> by_dir;
+    for (const auto& [path, need] : files) {
+        size_t slash = path.rfind('/');
+        if (slash != std::string::npos && slash > 0) by_dir[path.substr(0, slash)].push_back(path);
+    }
+    std::map<std::string, uint8_t> out;
+    for (const auto& [dir, members] : by_dir) {
+        // A variable alone ("{workdir}") or a top-level directory is too
+        // wide to grant for a few files in it.
+        bool wide = dir.find('/') == std::string::npos || std::count(dir.begin(), dir.end(), '/') < 2;
+        if (members.size() < 3 || wide) continue;
+        uint8_t need = 0;
+        for (const std::string& m : members) need |= files.at(m);
+        out[dir] = need;
+        notes.push_back(fmt::format("{}: {} files under it were used", dir, members.size()));
+    }
+    for (const auto& [path, need] : files) {
+        bool inside = std::any_of(out.begin(), out.end(), [&](const auto& g) {
+            return g.first != path && policy::covers(g.first, path) && (g.second & need) == need;
+        });
+        if (!inside) out[path] |= need;
+    }
+    return out;
+}
+
+toml::array& array_at(toml::table& root, const char* table, const char* key) {
+    toml::table* t = root[table].as_table();
+    if (!t) t = root.insert_or_assign(table, toml::table{}).first->second.as_table();
+    toml::array* a = (*t)[key].as_array();
+    if (!a) a = t->insert_or_assign(key, toml::array{}).first->second.as_array();
+    return *a;
+}
+
+void add_unique(toml::array& a, const std::string& value) {
+    for (const auto& v : a)
+        if (v.value<std::string>() == value) return;
+    a.push_back(value);
+}
+
+}  // namespace
+
+Result<std::string> suggest_policy(std::istream& log, const SuggestOptions& o) {
+    Wanted w = read_log(log);
+    std::string user_home;
+    if (const passwd* pw = w.uid == static_cast<uid_t>(-1) ? nullptr : getpwuid(w.uid)) user_home = pw->pw_dir;
+    Variables vars(o.workdir, user_home);
+    // Finds the job's private directories before the base is compiled.
+    for (const auto& [path, need] : w.paths) vars.put_back(path);
+
+    std::string base_text(o.base_file.empty() ? policy::default_policy_text() : "");
+    if (!o.base_file.empty()) {
+        std::ifstream in(o.base_file);
+        if (!in) return fail(Error::sys("audit: reading the base policy " + o.base_file));
+        base_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    auto base = policy::parse(base_text, o.base_file.empty() ? "<default>" : o.base_file);
+    if (!base) return fail(Error::msg("audit: the base policy: " + base.error().front().str()));
+    auto compiled = policy::compile(*base, vars.vars());
+    if (!compiled) return fail(Error::msg("audit: the base policy: " + compiled.error().message));
+    toml::table root = toml::parse(base_text);
+
+    // Only what the base doesn't grant already.
+    std::map<std::string, uint8_t> missing;
+    for (const auto& [path, need] : w.paths) {
+        uint8_t have = policy::access_at(*compiled, path);
+        uint8_t granted = (have & policy::kRead ? kReadNeed : 0) | (have & policy::kWrite ? kWriteNeed : 0) |
+                          (have & policy::kExec ? kExecNeed : 0);
+        if ((granted & need) != need) missing[vars.put_back(path)] |= need & ~granted;
+    }
+    std::vector<std::string> notes;
+    for (const auto& [rule, need] : group(missing, notes)) {
+        if (need & kWriteNeed) add_unique(array_at(root, "filesystem", "write"), rule);
+        else if (need & (kReadNeed | kExecNeed)) add_unique(array_at(root, "filesystem", "read"), rule);
+        if ((need & kExecNeed) && base->fs.exec) add_unique(array_at(root, "filesystem", "exec"), rule);
+    }
+    for (const std::string& c : w.connect)
+        if (std::none_of(compiled->connect.begin(), compiled->connect.end(),
+                         [&](const policy::Endpoint& e) { return e.text == c; }))
+            add_unique(array_at(root, "network", "connect"), c);
+    for (const std::string& b : w.bind) add_unique(array_at(root, "network", "bind"), b);
+    for (const std::string& d : w.domains) add_unique(array_at(root, "network", "domains"), d);
+    for (const std::string& f : w.families) add_unique(array_at(root, "network", "families"), f);
+    if (w.user_namespaces) {
+        toml::table* p = root["process"].as_table();
+        if (!p) p = root.insert_or_assign("process", toml::table{}).first->second.as_table();
+        p->insert_or_assign("user_namespaces", true);
+    }
+    root.insert_or_assign("mode", "enforce");
+
+    std::string out = fmt::format("# Suggested by `confine audit --suggest` from {} decisions, on {}.\n",
+                                  w.paths.size() + w.connect.size() + w.bind.size() + w.domains.size() +
+                                      w.families.size() + w.user_namespaces,
+                                  o.base_file.empty() ? "the embedded default policy" : o.base_file);
+    if (w.lost)
+        out += fmt::format("# WARNING: {} events were lost: the log is incomplete, and so is this policy. Run "
+                           "again, or with less at once.\n",
+                           w.lost);
+    if (o.workdir.empty()) out += "# The workdir was not given (--workdir): its paths are written out in full.\n";
+    for (const std::string& n : notes) out += "# Grouped: " + n + "\n";
+    for (const std::string& n : w.not_grantable) out += "# Not grantable by a policy: " + n + "\n";
+    std::ostringstream ss;
+    ss << root;
+    return out + ss.str() + "\n";
+}
+
+}  // namespace confine
