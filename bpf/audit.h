@@ -130,8 +130,8 @@ struct confine_event {
  * that much of `target`. A path of up to CONFINE_PATH_SHORT bytes (with its
  * NUL) travels in a short event, a longer one in a whole one; so about 800
  * path events fit in a job's 256 KiB ring where 60 whole ones would. */
-#define CONFINE_EVENT_HEADER __builtin_offsetof(struct confine_event, target)
+#define CONFINE_EVENT_HEADER             __builtin_offsetof(struct confine_event, target)
 #define CONFINE_EVENT_SIZE(target_bytes) (CONFINE_EVENT_HEADER + (target_bytes))
-#define CONFINE_PATH_SHORT 256
+#define CONFINE_PATH_SHORT               256
 
 #endif

@@ -189,8 +189,8 @@ static __always_inline int refuse_family(struct confine_job *job, __u64 cgid, __
 
 static __always_inline int refuse_source_route(struct confine_job *job, __u64 cgid, __u16 op, __u16 family)
 {
-    struct confine_event *e =
-        event_reserve(job, cgid, op, CONFINE_REASON_SOURCE_ROUTE, CONFINE_EVENT_SIZE(sizeof(struct confine_sock)));
+    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_SOURCE_ROUTE,
+                                            CONFINE_EVENT_SIZE(sizeof(struct confine_sock)));
 
     if (e) {
         e->target_kind = CONFINE_TARGET_SOCKET;
@@ -835,7 +835,8 @@ static __always_inline int check_unix_peer(struct sock *sk, struct sock *peer, _
         scratch_release(r.s);
         return ret;
     }
-    e = event_reserve(job, key.cgroup_id, op, CONFINE_REASON_POLICY, CONFINE_EVENT_SIZE(CONFINE_UNIX_PATH_MAX));
+    e = event_reserve(job, key.cgroup_id, op, CONFINE_REASON_POLICY,
+                      CONFINE_EVENT_SIZE(CONFINE_UNIX_PATH_MAX));
     if (e) {
         e->target_kind = CONFINE_TARGET_UNIX_ABSTRACT;
         e->target_len = len;

@@ -218,7 +218,8 @@ static __always_inline int refuse_mount(const char *source)
     if (!job || confine_setup())
         return 0;
     /* A source longer than a short event holds is cut. */
-    e = event_reserve(job, cgid, CONFINE_OP_MOUNT, CONFINE_REASON_POLICY, CONFINE_EVENT_SIZE(CONFINE_PATH_SHORT));
+    e = event_reserve(job, cgid, CONFINE_OP_MOUNT, CONFINE_REASON_POLICY,
+                      CONFINE_EVENT_SIZE(CONFINE_PATH_SHORT));
     if (e) {
         e->target_kind = CONFINE_TARGET_PATH;
         e->target.path[0] = 0;

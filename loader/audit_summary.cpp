@@ -102,9 +102,11 @@ std::string AuditSummary::text(size_t top_targets) const {
 }
 
 std::string AuditSummary::json() const {
-    auto count = [](const Count& c) { return nlohmann::json{{"denials", c.denials}, {"first", c.first}, {"last", c.last}}; };
-    nlohmann::json o{{"denials", denials}, {"lost", lost}, {"unreadable_lines", unreadable},
-                     {"first", first},     {"last", last}};
+    auto count = [](const Count& c) {
+        return nlohmann::json{{"denials", c.denials}, {"first", c.first}, {"last", c.last}};
+    };
+    nlohmann::json o{
+        {"denials", denials}, {"lost", lost}, {"unreadable_lines", unreadable}, {"first", first}, {"last", last}};
     o["jobs"] = nlohmann::json::object();
     for (const auto& [name, j] : jobs) {
         o["jobs"][name] = count(j);

@@ -11,7 +11,7 @@ namespace confine {
 
 struct AuditSummary {
     struct Count {
-        uint64_t denials = 0;  // denials, or would-be denials in audit mode (verdict allow)
+        uint64_t denials = 0;     // denials, or would-be denials in audit mode (verdict allow)
         std::string first, last;  // ISO times
     };
     struct Job : Count {

@@ -10,11 +10,11 @@
 #include <string>
 
 #include "loader/audit_summary.h"
-#include "loader/suggest.h"
 #include "loader/bpf_objects.h"
 #include "loader/daemon.h"
 #include "loader/probe.h"
 #include "loader/run.h"
+#include "loader/suggest.h"
 #include "policy/policy.h"
 
 namespace {

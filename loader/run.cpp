@@ -466,7 +466,6 @@ Result<bool> audit_apart_from_job(const std::string& path, const policy::Compile
     return false;
 }
 
-
 // While it lives, file access checks are the job user's (fsuid, fsgid,
 // groups), not root's: a daemon's worker resolves what its client names
 // (workdir, rule paths and the git metadata under them, seed home, audit

@@ -4,14 +4,14 @@
 #include <pwd.h>
 #include <sys/socket.h>
 
-#include <map>
-#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "policy/policy.h"
 
@@ -34,7 +34,8 @@ uint8_t path_need(const std::string& op) {
 // account's home.
 class Variables {
 public:
-    Variables(std::string workdir, std::string user_home) : workdir_(std::move(workdir)), user_home_(std::move(user_home)) {}
+    Variables(std::string workdir, std::string user_home)
+        : workdir_(std::move(workdir)), user_home_(std::move(user_home)) {}
 
     std::string put_back(const std::string& path) {
         static const std::regex job_dir(R"(^(.*/confine-[^/]+\.[A-Za-z0-9]{6})/(home|tmp)(/.*)?$)");
@@ -196,8 +197,10 @@ Result<std::string> suggest_policy(std::istream& log, const SuggestOptions& o) {
     }
     std::vector<std::string> notes;
     for (const auto& [rule, need] : group(missing, notes)) {
-        if (need & kWriteNeed) add_unique(array_at(root, "filesystem", "write"), rule);
-        else if (need & (kReadNeed | kExecNeed)) add_unique(array_at(root, "filesystem", "read"), rule);
+        if (need & kWriteNeed)
+            add_unique(array_at(root, "filesystem", "write"), rule);
+        else if (need & (kReadNeed | kExecNeed))
+            add_unique(array_at(root, "filesystem", "read"), rule);
         if ((need & kExecNeed) && base->fs.exec) add_unique(array_at(root, "filesystem", "exec"), rule);
     }
     for (const std::string& c : w.connect)
@@ -214,14 +217,15 @@ Result<std::string> suggest_policy(std::istream& log, const SuggestOptions& o) {
     }
     root.insert_or_assign("mode", "enforce");
 
-    std::string out = fmt::format("# Suggested by `confine audit --suggest` from {} decisions, on {}.\n",
-                                  w.paths.size() + w.connect.size() + w.bind.size() + w.domains.size() +
-                                      w.families.size() + w.user_namespaces,
-                                  o.base_file.empty() ? "the embedded default policy" : o.base_file);
+    std::string out = fmt::format(
+        "# Suggested by `confine audit --suggest` from {} decisions, on {}.\n",
+        w.paths.size() + w.connect.size() + w.bind.size() + w.domains.size() + w.families.size() + w.user_namespaces,
+        o.base_file.empty() ? "the embedded default policy" : o.base_file);
     if (w.lost)
-        out += fmt::format("# WARNING: {} events were lost: the log is incomplete, and so is this policy. Run "
-                           "again, or with less at once.\n",
-                           w.lost);
+        out += fmt::format(
+            "# WARNING: {} events were lost: the log is incomplete, and so is this policy. Run "
+            "again, or with less at once.\n",
+            w.lost);
     if (o.workdir.empty()) out += "# The workdir was not given (--workdir): its paths are written out in full.\n";
     for (const std::string& n : notes) out += "# Grouped: " + n + "\n";
     for (const std::string& n : w.not_grantable) out += "# Not grantable by a policy: " + n + "\n";

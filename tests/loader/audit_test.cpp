@@ -8,8 +8,8 @@
 
 #include <cstring>
 #include <fstream>
-#include <vector>
 #include <regex>
+#include <vector>
 
 namespace confine {
 namespace {

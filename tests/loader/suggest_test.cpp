@@ -24,14 +24,15 @@ TEST(Suggest, ThePolicyAllowsWhatTheLogAskedForWithItsVariablesAndPassesCheck) {
                            record("connect", "tcp://127.0.0.2:8080") + record("proxy", "api.example.com:443") +
                            record("userns_create", "") + record("socket", "", R"(,"family":16)") +
                            record("ptrace", "1") + record("open_read", "/a/b", R"(,"reason":"path_too_deep")") +
-                           R"({"time":"x","job":"j1","cgroup_id":1,"op":"lost","count":3})" "\n");
+                           R"({"time":"x","job":"j1","cgroup_id":1,"op":"lost","count":3})"
+                           "\n");
     auto p = suggest_policy(log, {.workdir = "/srv/w", .base_file = ""});
     ASSERT_TRUE(p) << p.error().message;
     auto parsed = policy::parse(*p, "suggested.toml");
     ASSERT_TRUE(parsed) << parsed.error().front().str() << "\n" << *p;
     for (const char* expected : {"'{user_home}/.gitconfig'", "'/srv/cache/build'", "'/srv/tools/bin/tool'",
-                                 "'tcp://127.0.0.2:8080'", "'api.example.com'", "'netlink'",
-                                 "user_namespaces = true", "# Grouped: /srv/cache/build: 3 files under it were used",
+                                 "'tcp://127.0.0.2:8080'", "'api.example.com'", "'netlink'", "user_namespaces = true",
+                                 "# Grouped: /srv/cache/build: 3 files under it were used",
                                  "# Not grantable by a policy: ptrace 1", "(path_too_deep)", "3 events were lost"})
         EXPECT_NE(p->find(expected), std::string::npos) << expected << "\n" << *p;
     // Granted by the default policy already: the workdir and the job's TMPDIR.

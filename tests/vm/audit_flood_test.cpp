@@ -1,8 +1,8 @@
 // A flood of denials: one job refused 250,000 opens while another makes
 // a few (a million, once by hand: 6.1, 101 lines, confine 43 s of CPU
-// against the job's 91 s under TCG; CI keeps to a quarter). The other job's denials are all logged; every one of the flood's
-// is accounted for (a line, a counted repeat, or a counted loss); confine's
-// own CPU time stays below the flooding job's.
+// against the job's 91 s under TCG; CI keeps to a quarter). The other job's denials are all logged; every one of the
+// flood's is accounted for (a line, a counted repeat, or a counted loss); confine's own CPU time stays below the
+// flooding job's.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -79,9 +79,10 @@ TEST_F(AuditFloodTest, AFloodIsAccountedForAndCostsAnotherJobNothing) {
         << lines << " lines, " << repeats << " repeats, " << lost << " lost";
     EXPECT_LT(r.audit.size(), 1000u) << "the flood was not summarized";
     EXPECT_LT(confine_ms, job_ms) << "confine spent more CPU than the job flooding it";
-    fmt::print("flood of {} denied opens: {} lines ({} of them counts of {} repeats), {} lost; CPU: confine {} ms, "
-               "the job {} ms\n",
-               kFlood, r.audit.size(), r.audit.size() - lines, repeats, lost, confine_ms, job_ms);
+    fmt::print(
+        "flood of {} denied opens: {} lines ({} of them counts of {} repeats), {} lost; CPU: confine {} ms, "
+        "the job {} ms\n",
+        kFlood, r.audit.size(), r.audit.size() - lines, repeats, lost, confine_ms, job_ms);
     RecordProperty("confine_cpu_ms", std::to_string(confine_ms));
     RecordProperty("job_cpu_ms", std::to_string(job_ms));
 }
