@@ -85,21 +85,47 @@ std::string target(const confine_event& e) {
 // thread, and of the target only what it means (a record's bytes past a
 // string's NUL are whatever the ring held there before).
 std::string event_key(const confine_event& e) {
-    std::string k = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/", e.cgroup_id, e.tgid, e.uid, e.op, e.denied, e.reason,
-                                e.target_kind, std::string_view(e.comm, strnlen(e.comm, sizeof e.comm)));
-    k += target(e);
+    // Each string with its length first: no string can run into the next.
+    auto field = [](std::string_view s) { return fmt::format("{}:{}", s.size(), s); };
+    auto cstr = [](const char* s, size_t max) { return std::string_view(s, strnlen(s, max)); };
+    std::string k = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}{}", e.cgroup_id, e.tgid, e.uid, e.op, e.denied, e.reason,
+                                e.target_kind, field(cstr(e.comm, sizeof e.comm)), field(target(e)));
     if (e.target_kind == CONFINE_TARGET_TASK || e.target_kind == CONFINE_TARGET_PGRP)
-        k += fmt::format("/{}/{}", e.target.task.signal,
-                         std::string_view(e.target.task.comm, strnlen(e.target.task.comm, sizeof e.target.task.comm)));
+        k += fmt::format("/{}{}", e.target.task.signal, field(cstr(e.target.task.comm, sizeof e.target.task.comm)));
     if (e.target_kind == CONFINE_TARGET_SOCKET)
         k += fmt::format("/{}/{}/{}", e.target.sock.family, e.target.sock.type, e.target.sock.protocol);
     if (e.target_kind == CONFINE_TARGET_KEY)
-        k += std::string_view(e.target.key.description,
-                              strnlen(e.target.key.description, sizeof e.target.key.description));
+        k += field(cstr(e.target.key.description, sizeof e.target.key.description));
     return k;
 }
 
 }  // namespace
+
+// The length of the well-formed UTF-8 sequence S starts with (RFC 3629:
+// no overlong forms, surrogates or code points past U+10FFFF), 0 if none.
+size_t utf8_length(std::string_view s) {
+    auto at = [&](size_t i) -> unsigned { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0; };
+    const unsigned c = at(0);
+    unsigned lo = 0x80, hi = 0xbf;  // the second byte's range
+    size_t n;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        lo = c == 0xe0 ? 0xa0 : lo;
+        hi = c == 0xed ? 0x9f : hi;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        lo = c == 0xf0 ? 0x90 : lo;
+        hi = c == 0xf4 ? 0x8f : hi;
+    } else {
+        return 0;
+    }
+    if (at(1) < lo || at(1) > hi) return 0;
+    for (size_t j = 2; j < n; j++)
+        if ((at(j) & 0xc0) != 0x80) return 0;
+    return n;
+}
 
 std::string json_quote(std::string_view s) {
     std::string out = "\"";
@@ -114,10 +140,7 @@ std::string json_quote(std::string_view s) {
             out += static_cast<char>(c);
         } else {
             // Pass a well-formed UTF-8 sequence through; escape stray bytes.
-            size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-            bool ok = n && i + n <= s.size();
-            for (size_t j = 1; ok && j < n; j++) ok = (static_cast<unsigned char>(s[i + j]) & 0xc0) == 0x80;
-            if (ok) {
+            if (size_t n = utf8_length(s.substr(i))) {
                 out.append(s.substr(i, n));
                 i += n - 1;
             } else {
@@ -200,15 +223,18 @@ void AuditLog::flush_repeats(std::chrono::milliseconds after) {
     if (!repeated_ || repeated_->count == 0 || std::chrono::steady_clock::now() - repeated_->since < after) return;
     std::string line = format(repeated_->latest);
     line.pop_back();  // the closing brace
-    write_line(fmt::format(R"({},"repeats":{}}})", line, std::exchange(repeated_->count, 0)));
+    const uint64_t n = std::exchange(repeated_->count, 0);
+    write_line(fmt::format(R"({},"repeats":{}}})", line, n), n);
 }
 
 void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
+    flush_repeats();  // any record ends a run of repeats
     write_line(fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"lost","count":{}}})",
                            iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count));
 }
 
 void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
+    flush_repeats();
     write_line(fmt::format(
         R"({{"time":"{}","job":{},"cgroup_id":{},"op":"inbound","target":"","count":{},"verdict":"{}","mode":"{}"}})",
         iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count, audit_mode_ ? "allow" : "deny",
@@ -216,6 +242,7 @@ void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
 }
 
 void AuditLog::proxy(uint64_t cgroup_id, std::string_view target, std::string_view reason) {
+    flush_repeats();
     write_line(
         fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"proxy","target":{}{},"verdict":"{}","mode":"{}"}})",
                     iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, json_quote(target),
@@ -224,6 +251,7 @@ void AuditLog::proxy(uint64_t cgroup_id, std::string_view target, std::string_vi
 }
 
 void AuditLog::limit(uint64_t cgroup_id, std::string_view target, uint64_t count) {
+    flush_repeats();
     // Limits hold in audit mode too (they protect the machine, not files):
     // the verdict is always deny, the mode says how the job ran.
     write_line(fmt::format(
@@ -247,14 +275,14 @@ void AuditLog::deliver_rest(uint64_t cgroup_id) {
     if (uint64_t n = std::exchange(undelivered_, 0)) lost(cgroup_id, n);
 }
 
-void AuditLog::write_line(std::string line) {
+void AuditLog::write_line(std::string line, uint64_t events) {
     line += '\n';
     if (client_) {
         // A client that doesn't read must not stall the job's supervision
         // (its deadline, its proxy): what doesn't fit is counted, and
         // reported once the job has ended (deliver_rest).
         if (!wire::send(fd_.get(), wire::Type::Audit, line, {}, client_patient_)) {
-            undelivered_++;
+            undelivered_ += events;
             client_patient_ = false;  // it had its send timeout once: no more waiting
         }
         return;

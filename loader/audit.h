@@ -52,7 +52,9 @@ public:
 
 private:
     AuditLog(Fd fd, bool client, std::string job_id, bool audit_mode);
-    void write_line(std::string line);
+    // EVENTS: how many the line stands for (a repeats line: its count),
+    // what a client that had no room for it has lost.
+    void write_line(std::string line, uint64_t events = 1);
     // The last event written, and its repeats since.
     struct Repeated {
         std::string key;       // event_key(): the event but its time and thread

@@ -26,6 +26,27 @@ uint64_t num(const nlohmann::json& o, const char* key) {
     return it != o.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
 }
 
+// What a job chose (a target, a name) as a terminal shows it: control
+// characters, C1 controls and bidirectional overrides escaped, so no line
+// of the summary can be erased, reordered or forged.
+std::string shown(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        auto c = static_cast<unsigned char>(s[i]);
+        auto next = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
+        const bool c1 = c == 0xc2 && next(1) >= 0x80 && next(1) <= 0x9f;
+        const bool bidi = c == 0xe2 && ((next(1) == 0x80 && next(2) >= 0xaa && next(2) <= 0xae) ||
+                                        (next(1) == 0x81 && next(2) >= 0xa6 && next(2) <= 0xa9));
+        if (c < 0x20 || c == 0x7f || c1 || bidi) {
+            for (size_t k = 0; k < (bidi ? 3u : c1 ? 2u : 1u); k++) out += fmt::format("\\x{:02x}", next(k));
+            i += bidi ? 2 : c1 ? 1 : 0;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 // "1,234,567": counts are read at a glance.
 std::string grouped(uint64_t n) {
     const std::string digits = std::to_string(n);
@@ -57,8 +78,10 @@ void AuditSummary::add(std::istream& in) {
         }
         if (!o.contains("verdict")) continue;  // not a decision
         // inbound and limit records count what they stood for.
+        // inbound and limit records count what they stood for; a line with
+        // "repeats":N stands for N more of the line before it.
         uint64_t n = op == "inbound" || op == "limit" ? std::max<uint64_t>(num(o, "count"), 1) : 1;
-        n += num(o, "repeats");
+        if (o.contains("repeats")) n = num(o, "repeats");
         if (j.mode.empty()) j.mode = str(o, "mode");
         seen(j, n, time);
         seen(ops[op], n, time);
@@ -71,7 +94,7 @@ void AuditSummary::add(std::istream& in) {
 
 std::string AuditSummary::text(size_t top_targets) const {
     std::string out = fmt::format("{} denials in {} job{}", grouped(denials), jobs.size(), jobs.size() == 1 ? "" : "s");
-    if (!first.empty()) out += fmt::format(", {} to {}", first, last);
+    if (!first.empty()) out += fmt::format(", {} to {}", shown(first), shown(last));
     out += lost ? fmt::format("; {} events lost (the ring was full: more happened than is listed)\n", grouped(lost))
                 : "; none lost\n";
     if (unreadable)
@@ -80,22 +103,22 @@ std::string AuditSummary::text(size_t top_targets) const {
 
     out += fmt::format("\n{:<32} {:>8} {:>10} {:>8}  {:<28} {}\n", "job", "mode", "denials", "lost", "first", "last");
     for (const auto& [name, j] : jobs)
-        out += fmt::format("{:<32} {:>8} {:>10} {:>8}  {:<28} {}\n", name, j.mode, grouped(j.denials), grouped(j.lost),
-                           j.first, j.last);
+        out += fmt::format("{:<32} {:>8} {:>10} {:>8}  {:<28} {}\n", shown(name), shown(j.mode), grouped(j.denials),
+                           grouped(j.lost), shown(j.first), shown(j.last));
 
     std::vector<std::pair<std::string, Count>> by_op(ops.begin(), ops.end());
     std::stable_sort(by_op.begin(), by_op.end(),
                      [](const auto& a, const auto& b) { return a.second.denials > b.second.denials; });
     out += fmt::format("\n{:<20} {:>10}\n", "op", "denials");
-    for (const auto& [op, c] : by_op) out += fmt::format("{:<20} {:>10}\n", op, grouped(c.denials));
+    for (const auto& [op, c] : by_op) out += fmt::format("{:<20} {:>10}\n", shown(op), grouped(c.denials));
 
     std::vector<std::pair<std::pair<std::string, std::string>, Count>> by_target(targets.begin(), targets.end());
     std::stable_sort(by_target.begin(), by_target.end(),
                      [](const auto& a, const auto& b) { return a.second.denials > b.second.denials; });
     out += fmt::format("\n{:>10}  {:<14} {}\n", "denials", "op", "target");
     for (size_t i = 0; i < by_target.size() && i < top_targets; i++)
-        out += fmt::format("{:>10}  {:<14} {}\n", grouped(by_target[i].second.denials), by_target[i].first.second,
-                           by_target[i].first.first);
+        out += fmt::format("{:>10}  {:<14} {}\n", grouped(by_target[i].second.denials),
+                           shown(by_target[i].first.second), shown(by_target[i].first.first));
     if (by_target.size() > top_targets)
         out += fmt::format("({} more targets; --json lists them all)\n", by_target.size() - top_targets);
     return out;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -146,8 +147,8 @@ int cmd_audit(int argc, char** argv) {
         else
             files.push_back(a);
     }
-    // Every log, one stream.
-    std::stringstream all;
+    // Every log, one text (an empty one adds nothing).
+    std::string text;
     if (files.empty()) files.push_back("-");
     for (const std::string& f : files) {
         std::ifstream in;
@@ -156,8 +157,11 @@ int cmd_audit(int argc, char** argv) {
             fmt::print(stderr, "confine: audit: reading {}: {}\n", f, strerror(errno));
             return 1;
         }
-        all << (f == "-" ? std::cin.rdbuf() : in.rdbuf()) << "\n";
+        std::istream& from = f == "-" ? std::cin : in;
+        text.append(std::istreambuf_iterator<char>(from), std::istreambuf_iterator<char>());
+        text += '\n';
     }
+    std::istringstream all(text);
     if (suggest) {
         auto p = confine::suggest_policy(all, so);
         if (!p) {

@@ -18,15 +18,13 @@
 namespace confine {
 namespace {
 
-// What an op needs of its target path.
-enum Need : uint8_t { kNone = 0, kReadNeed = 1, kWriteNeed = 2, kExecNeed = 4 };
-
+// What an op needs of its target path: policy::kRead, kWrite, kExec bits.
 uint8_t path_need(const std::string& op) {
-    if (op == "open_read") return kReadNeed;
-    if (op == "exec") return kReadNeed | kExecNeed;
+    if (op == "open_read") return policy::kRead;
+    if (op == "exec") return policy::kRead | policy::kExec;
     static const std::set<std::string> writes = {"open_write", "create", "mkdir",   "unlink",  "rmdir",
                                                  "rename",     "link",   "symlink", "setattr", "setxattr"};
-    return writes.count(op) ? kWriteNeed : kNone;
+    return writes.count(op) ? policy::kWrite : 0;
 }
 
 // Gives a path its variable back: the job's private HOME and TMPDIR (by
@@ -83,11 +81,12 @@ Wanted read_log(std::istream& in) {
         if (o.is_discarded() || !o.is_object()) continue;
         const std::string op = str(o, "op"), target = str(o, "target"), reason = str(o, "reason");
         if (op == "lost") {
-            w.lost += o.value("count", uint64_t{0});
+            if (o.contains("count") && o["count"].is_number_unsigned()) w.lost += o["count"].get<uint64_t>();
             continue;
         }
         if (!o.contains("verdict")) continue;
-        if (o.contains("uid") && o["uid"].is_number_unsigned()) w.uid = o["uid"].get<uid_t>();
+        if (o.contains("uid") && o["uid"].is_number_unsigned() && o["uid"].get<uint64_t>() < UINT32_MAX)
+            w.uid = static_cast<uid_t>(o["uid"].get<uint64_t>());
         // A fail-closed decision (a path too deep, a map full) or an
         // answer for nothing listening is no rule's to change.
         if (reason == "nothing_listening") continue;
@@ -105,7 +104,8 @@ Wanted read_log(std::istream& in) {
             size_t colon = target.rfind(':');
             std::string port = colon == std::string::npos ? "" : target.substr(colon + 1);
             w.domains.insert(port == "443" || port == "80" ? target.substr(0, colon) : target);
-        } else if (op == "socket" && o.contains("family") && !o.contains("protocol")) {
+        } else if (op == "socket" && o.contains("family") && o["family"].is_number_integer() &&
+                   !o.contains("protocol")) {
             int family = o["family"].get<int>();
             std::string name;
             for (const auto& [n, number] : policy::family_names())
@@ -133,12 +133,15 @@ std::map<std::string, uint8_t> group(const std::map<std::string, uint8_t>& files
     }
     std::map<std::string, uint8_t> out;
     for (const auto& [dir, members] : by_dir) {
-        // A variable alone ("{workdir}") or a top-level directory is too
-        // wide to grant for a few files in it.
-        bool wide = dir.find('/') == std::string::npos || std::count(dir.begin(), dir.end(), '/') < 2;
-        if (members.size() < 3 || wide) continue;
-        uint8_t need = 0;
-        for (const std::string& m : members) need |= files.at(m);
+        // Not too wide to grant for a few files in it: a variable alone, a
+        // directory less than three deep ("/home/u"), or anything in the
+        // account's home, where credentials sit beside what was used.
+        bool wide = dir.find('/') == std::string::npos || std::count(dir.begin(), dir.end(), '/') < 3 ||
+                    dir.starts_with("{user_home}");
+        // And only what every file needed: two reads and a write stay apart.
+        const uint8_t need = files.at(members.front());
+        bool same = std::all_of(members.begin(), members.end(), [&](const auto& m) { return files.at(m) == need; });
+        if (members.size() < 3 || wide || !same) continue;
         out[dir] = need;
         notes.push_back(fmt::format("{}: {} files under it were used", dir, members.size()));
     }
@@ -191,17 +194,15 @@ Result<std::string> suggest_policy(std::istream& log, const SuggestOptions& o) {
     std::map<std::string, uint8_t> missing;
     for (const auto& [path, need] : w.paths) {
         uint8_t have = policy::access_at(*compiled, path);
-        uint8_t granted = (have & policy::kRead ? kReadNeed : 0) | (have & policy::kWrite ? kWriteNeed : 0) |
-                          (have & policy::kExec ? kExecNeed : 0);
-        if ((granted & need) != need) missing[vars.put_back(path)] |= need & ~granted;
+        if ((have & need) != need) missing[vars.put_back(path)] |= need & ~have;
     }
     std::vector<std::string> notes;
     for (const auto& [rule, need] : group(missing, notes)) {
-        if (need & kWriteNeed)
+        if (need & policy::kWrite)
             add_unique(array_at(root, "filesystem", "write"), rule);
-        else if (need & (kReadNeed | kExecNeed))
+        else if (need & (policy::kRead | policy::kExec))
             add_unique(array_at(root, "filesystem", "read"), rule);
-        if ((need & kExecNeed) && base->fs.exec) add_unique(array_at(root, "filesystem", "exec"), rule);
+        if ((need & policy::kExec) && base->fs.exec) add_unique(array_at(root, "filesystem", "exec"), rule);
     }
     for (const std::string& c : w.connect)
         if (std::none_of(compiled->connect.begin(), compiled->connect.end(),
@@ -227,11 +228,22 @@ Result<std::string> suggest_policy(std::istream& log, const SuggestOptions& o) {
             "again, or with less at once.\n",
             w.lost);
     if (o.workdir.empty()) out += "# The workdir was not given (--workdir): its paths are written out in full.\n";
-    for (const std::string& n : notes) out += "# Grouped: " + n + "\n";
-    for (const std::string& n : w.not_grantable) out += "# Not grantable by a policy: " + n + "\n";
+    // What the job named goes into comments with every control character
+    // escaped: a newline in a path must not end its comment.
+    auto comment = [](const std::string& s) {
+        std::string c;
+        for (unsigned char ch : s) c += ch < 0x20 || ch == 0x7f ? fmt::format("\\x{:02x}", ch) : std::string(1, ch);
+        return c;
+    };
+    for (const std::string& n : notes) out += "# Grouped: " + comment(n) + "\n";
+    for (const std::string& n : w.not_grantable) out += "# Not grantable by a policy: " + comment(n) + "\n";
     std::ostringstream ss;
     ss << root;
-    return out + ss.str() + "\n";
+    out += ss.str() + "\n";
+    // What is printed is a policy, and only the one meant.
+    if (auto p = policy::parse(out, "<suggested>"); !p)
+        return fail(Error::msg("audit: the suggested policy does not parse (a bug): " + p.error().front().str()));
+    return out;
 }
 
 }  // namespace confine

@@ -154,6 +154,44 @@ TEST(JsonQuote, EscapesQuotesControlsAndStrayBytesButKeepsUtf8) {
     EXPECT_EQ(json_quote("cut\xc3"), R"("cut\u00c3")");
 }
 
+// RFC 3629: lead bytes past 0xf4, overlong forms and surrogates are stray
+// bytes (JSON readers refuse them), not characters.
+TEST(AuditFormat, OnlyWellFormedUtf8PassesThrough) {
+    EXPECT_EQ(json_quote("\xf8\x80\x80"), R"("\u00f8\u0080\u0080")");
+    EXPECT_EQ(json_quote("\xc0\xaf"), R"("\u00c0\u00af")");
+    EXPECT_EQ(json_quote("\xed\xa0\x80"), R"("\u00ed\u00a0\u0080")");
+    EXPECT_EQ(json_quote("\xf4\x90\x80\x80"), R"("\u00f4\u0090\u0080\u0080")");
+    EXPECT_EQ(json_quote("\xe2\x82\xac \xf0\x9f\x98\x80"), "\"\xe2\x82\xac \xf0\x9f\x98\x80\"");
+}
+
+// Two denials a job made look alike by moving a '/' between its name and
+// the target: they are two, not a repeat.
+TEST(AuditRepeats, NoTwoDifferentDenialsAreTakenForRepeats) {
+    char path[] = "/tmp/confine-audit-test-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    {
+        auto log = AuditLog::open(path, "job-1", false);
+        ASSERT_TRUE(log);
+        confine_event a = event(CONFINE_OP_CONNECT), b = a;
+        a.comm[0] = 0;
+        a.target_kind = b.target_kind = CONFINE_TARGET_UNIX;
+        strcpy(a.target.path, "/tmp/unix:/run/dbus/system_bus_socket");
+        strcpy(b.comm, "/unix:/tmp");
+        strcpy(b.target.path, "/run/dbus/system_bus_socket");
+        log->event(a);
+        log->event(b);
+        log->flush_repeats();
+    }
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    unlink(path);
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_NE(lines[1].find(R"("target":"unix:/run/dbus/system_bus_socket")"), std::string::npos) << lines[1];
+}
+
 // The same denial again and again is one line and a count: the first at
 // once, the count when the run ends (another event, or flush_repeats).
 TEST(AuditRepeats, ARunOfTheSameDenialIsOneLineAndACount) {

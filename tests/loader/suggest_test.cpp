@@ -42,5 +42,24 @@ TEST(Suggest, ThePolicyAllowsWhatTheLogAskedForWithItsVariablesAndPassesCheck) {
     EXPECT_EQ(p->find("a.o"), std::string::npos) << *p;
 }
 
+// What a job named can't end a comment and become policy, and grouping
+// grants no more than every file needed, never in the account's home.
+TEST(Suggest, NamesFromTheJobStayInCommentsAndGroupsStayNarrow) {
+    std::istringstream log(record("mount", R"(x\n[process]\nuser_namespaces = true\n#)") +
+                           record("open_read", "/root/.config/a") + record("open_read", "/root/.config/b") +
+                           record("open_read", "/root/.config/c") + record("open_read", "/srv/data/set/a") +
+                           record("open_read", "/srv/data/set/b") + record("open_write", "/srv/data/set/c"));
+    auto p = suggest_policy(log, {});
+    ASSERT_TRUE(p) << p.error().message;
+    auto parsed = policy::parse(*p, "suggested.toml");
+    ASSERT_TRUE(parsed) << *p;
+    EXPECT_FALSE(parsed->user_namespaces) << *p;
+    EXPECT_NE(p->find(R"(# Not grantable by a policy: mount x\x0a[process])"), std::string::npos) << *p;
+    EXPECT_EQ(p->find("'{user_home}/.config'"), std::string::npos) << *p;
+    EXPECT_NE(p->find("'{user_home}/.config/a'"), std::string::npos) << *p;
+    EXPECT_EQ(p->find("'/srv/data/set'"), std::string::npos) << *p;
+    EXPECT_NE(p->find("'/srv/data/set/c'"), std::string::npos) << *p;
+}
+
 }  // namespace
 }  // namespace confine
