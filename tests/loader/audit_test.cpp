@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <vector>
 
@@ -164,30 +165,38 @@ TEST(AuditFormat, OnlyWellFormedUtf8PassesThrough) {
     EXPECT_EQ(json_quote("\xe2\x82\xac \xf0\x9f\x98\x80"), "\"\xe2\x82\xac \xf0\x9f\x98\x80\"");
 }
 
-// Two denials a job made look alike by moving a '/' between its name and
-// the target: they are two, not a repeat.
-TEST(AuditRepeats, NoTwoDifferentDenialsAreTakenForRepeats) {
+// The lines an AuditLog writes while WRITE feeds it.
+std::vector<std::string> written(const std::function<void(AuditLog&)>& write) {
     char path[] = "/tmp/confine-audit-test-XXXXXX";
     int fd = mkstemp(path);
-    ASSERT_GE(fd, 0);
+    EXPECT_GE(fd, 0);
     close(fd);
     {
         auto log = AuditLog::open(path, "job-1", false);
-        ASSERT_TRUE(log);
+        EXPECT_TRUE(log);
+        if (log) write(*log);
+    }
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    unlink(path);
+    return lines;
+}
+
+// Two denials a job made look alike by moving a '/' between its name and
+// the target: they are two, not a repeat.
+TEST(AuditRepeats, NoTwoDifferentDenialsAreTakenForRepeats) {
+    std::vector<std::string> lines = written([](AuditLog& log) {
         confine_event a = event(CONFINE_OP_CONNECT), b = a;
         a.comm[0] = 0;
         a.target_kind = b.target_kind = CONFINE_TARGET_UNIX;
         strcpy(a.target.path, "/tmp/unix:/run/dbus/system_bus_socket");
         strcpy(b.comm, "/unix:/tmp");
         strcpy(b.target.path, "/run/dbus/system_bus_socket");
-        log->event(a);
-        log->event(b);
-        log->flush_repeats();
-    }
-    std::ifstream in(path);
-    std::vector<std::string> lines;
-    for (std::string l; std::getline(in, l);) lines.push_back(l);
-    unlink(path);
+        log.event(a);
+        log.event(b);
+        log.flush_repeats();
+    });
     ASSERT_EQ(lines.size(), 2u);
     EXPECT_NE(lines[1].find(R"("target":"unix:/run/dbus/system_bus_socket")"), std::string::npos) << lines[1];
 }
@@ -195,32 +204,22 @@ TEST(AuditRepeats, NoTwoDifferentDenialsAreTakenForRepeats) {
 // The same denial again and again is one line and a count: the first at
 // once, the count when the run ends (another event, or flush_repeats).
 TEST(AuditRepeats, ARunOfTheSameDenialIsOneLineAndACount) {
-    char path[] = "/tmp/confine-audit-test-XXXXXX";
-    int fd = mkstemp(path);
-    ASSERT_GE(fd, 0);
-    close(fd);
-    {
-        auto log = AuditLog::open(path, "job-1", false);
-        ASSERT_TRUE(log);
+    std::vector<std::string> lines = written([](AuditLog& log) {
         confine_event e = event(CONFINE_OP_OPEN_READ);
         strcpy(e.target.path, "/home/u/.ssh/id_ed25519");
         e.target_kind = CONFINE_TARGET_PATH;
         for (int i = 0; i < 5; i++) {
             e.ktime_ns = 1000 + i;
             e.pid = 7 + i % 2;  // any thread of the process
-            log->event(e);
+            log.event(e);
         }
         confine_event other = e;
         strcpy(other.target.path, "/etc/shadow");
-        log->event(other);
-        log->event(other);
-        log->flush_repeats();
-        log->flush_repeats();  // nothing more to say
-    }
-    std::ifstream in(path);
-    std::vector<std::string> lines;
-    for (std::string l; std::getline(in, l);) lines.push_back(l);
-    unlink(path);
+        log.event(other);
+        log.event(other);
+        log.flush_repeats();
+        log.flush_repeats();  // nothing more to say
+    });
     ASSERT_EQ(lines.size(), 4u);
     EXPECT_EQ(lines[0].find("repeats"), std::string::npos);
     EXPECT_NE(lines[1].find(R"("target":"/home/u/.ssh/id_ed25519","verdict":"deny","mode":"enforce","repeats":4})"),
