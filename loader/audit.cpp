@@ -5,7 +5,11 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <systemd/sd-journal.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -81,22 +85,36 @@ std::string target(const confine_event& e) {
     }
 }
 
-// What makes two events the same denial: everything but the time and the
-// thread, and of the target only what it means (a record's bytes past a
-// string's NUL are whatever the ring held there before).
-std::string event_key(const confine_event& e) {
-    // Each string with its length first: no string can run into the next.
-    auto field = [](std::string_view s) { return fmt::format("{}:{}", s.size(), s); };
-    auto cstr = [](const char* s, size_t max) { return std::string_view(s, strnlen(s, max)); };
-    std::string k = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}{}", e.cgroup_id, e.tgid, e.uid, e.op, e.denied, e.reason,
-                                e.target_kind, field(cstr(e.comm, sizeof e.comm)), field(target(e)));
-    if (e.target_kind == CONFINE_TARGET_TASK || e.target_kind == CONFINE_TARGET_PGRP)
-        k += fmt::format("/{}{}", e.target.task.signal, field(cstr(e.target.task.comm, sizeof e.target.task.comm)));
-    if (e.target_kind == CONFINE_TARGET_SOCKET)
-        k += fmt::format("/{}/{}/{}", e.target.sock.family, e.target.sock.type, e.target.sock.protocol);
-    if (e.target_kind == CONFINE_TARGET_KEY)
-        k += field(cstr(e.target.key.description, sizeof e.target.key.description));
-    return k;
+// Whether two events are the same denial: everything but the time and
+// the thread, and of the target only what it means (a record's bytes past
+// a string's NUL are whatever the ring held there before). Compared field
+// by field: a flood calls this for each of its events.
+bool same_denial(const confine_event& a, const confine_event& b) {
+    auto same_str = [](const char* x, const char* y, size_t max) { return strncmp(x, y, max) == 0; };
+    if (a.cgroup_id != b.cgroup_id || a.tgid != b.tgid || a.uid != b.uid || a.op != b.op || a.denied != b.denied ||
+        a.reason != b.reason || a.target_kind != b.target_kind || !same_str(a.comm, b.comm, sizeof a.comm))
+        return false;
+    const auto &x = a.target, &y = b.target;
+    switch (a.target_kind) {
+        case CONFINE_TARGET_PATH:
+        case CONFINE_TARGET_UNIX: return same_str(x.path, y.path, sizeof x.path);
+        case CONFINE_TARGET_UNIX_ABSTRACT:
+            return a.target_len == b.target_len &&
+                   memcmp(x.path, y.path, std::min<size_t>(a.target_len, sizeof x.path)) == 0;
+        case CONFINE_TARGET_INET:
+            return memcmp(x.inet.addr, y.inet.addr, sizeof x.inet.addr) == 0 && x.inet.port == y.inet.port &&
+                   x.inet.proto == y.inet.proto;
+        case CONFINE_TARGET_TASK:
+        case CONFINE_TARGET_PGRP:
+            return x.task.tgid == y.task.tgid && x.task.signal == y.task.signal &&
+                   same_str(x.task.comm, y.task.comm, sizeof x.task.comm);
+        case CONFINE_TARGET_SOCKET:
+            return x.sock.family == y.sock.family && x.sock.type == y.sock.type && x.sock.protocol == y.sock.protocol;
+        case CONFINE_TARGET_KEY:
+            return x.key.serial == y.key.serial &&
+                   same_str(x.key.description, y.key.description, sizeof x.key.description);
+        default: return true;
+    }
 }
 
 }  // namespace
@@ -151,9 +169,64 @@ std::string json_quote(std::string_view s) {
     return out + "\"";
 }
 
-AuditLog::AuditLog(Fd fd, bool client, std::string job_id, bool audit_mode)
-    : fd_(std::move(fd)),
-      client_(client),
+Record& Record::str(std::string_view key, std::string_view value) {
+    fields_.push_back({std::string(key), std::string(value), true});
+    return *this;
+}
+
+Record& Record::num(std::string_view key, uint64_t value) {
+    fields_.push_back({std::string(key), std::to_string(value), false});
+    return *this;
+}
+
+std::optional<std::string_view> Record::get(std::string_view key) const {
+    for (const Field& f : fields_)
+        if (f.key == key) return f.value;
+    return std::nullopt;
+}
+
+std::string Record::json() const {
+    std::string out = "{";
+    for (const Field& f : fields_) {
+        if (out.size() > 1) out += ',';
+        out += json_quote(f.key) + ':' + (f.quoted ? json_quote(f.value) : f.value);
+    }
+    return out + "}";
+}
+
+std::vector<std::string> Record::journal_fields() const {
+    auto field = [&](std::string_view key) { return get(key).value_or(""); };
+    const std::string_view op = field("op"), verdict = field("verdict");
+    // MESSAGE is read as text: what the job named is quoted and escaped.
+    std::string msg;
+    if (op == "lost") {
+        msg = fmt::format("lost {} audit events", field("count"));
+    } else {
+        msg = fmt::format("{} {} {}", verdict == "deny" ? "denied" : "would deny (audit mode)", op,
+                          json_quote(field("target")));
+        if (get("comm")) msg += fmt::format(" by {} (pid {})", json_quote(field("comm")), field("pid"));
+        if (get("count")) msg += fmt::format(", {} times", field("count"));
+        if (get("repeats")) msg += fmt::format(", {} times more", field("repeats"));
+    }
+    if (get("reason")) msg += fmt::format(" ({})", json_quote(field("reason")));
+    msg += fmt::format(" [job {}]", json_quote(field("job")));
+    // A lost event is a hole in the record: an error; a denial a warning;
+    // what audit mode let through a notice.
+    const char* priority = op == "lost" ? "3" : verdict == "deny" ? "4" : "5";
+    std::vector<std::string> out = {"MESSAGE=confine: " + msg, std::string("PRIORITY=") + priority,
+                                    "SYSLOG_IDENTIFIER=confine", fmt::format("MESSAGE_ID={}", kJournalMessageId)};
+    for (const Field& f : fields_) {
+        std::string name = "CONFINE_";
+        for (char c : f.key) name += static_cast<char>(toupper(static_cast<unsigned char>(c)));
+        out.push_back(name + "=" + f.value);
+    }
+    return out;
+}
+
+AuditLog::AuditLog(Sink sink, Fd fd, std::string destination, std::string job_id, bool audit_mode)
+    : sink_(sink),
+      fd_(std::move(fd)),
+      destination_(std::move(destination)),
       job_(std::move(job_id)),
       audit_mode_(audit_mode),
       realtime_offset_ns_(clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC)) {}
@@ -169,95 +242,115 @@ std::optional<int> inherited_fd(std::string_view path) {
 }
 
 Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, bool audit_mode) {
+    if (path == kJournal) {
+        // Refused up front rather than lost later: journald must be there.
+        constexpr const char* kSocket = "/run/systemd/journal/socket";
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        strcpy(addr.sun_path, kSocket);
+        Fd probe(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+        if (!probe || connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+            return fail(Error::sys(fmt::format("audit: --audit-log journal: journald does not answer at {}", kSocket))
+                            .hint("Start systemd-journald, or pass --audit-log FILE"));
+        return AuditLog(Sink::Journal, Fd(), "the journal", std::move(job_id), audit_mode);
+    }
     // An inherited fd is used as it is: a socket can't be opened again.
     std::optional<int> given = path.empty() ? STDERR_FILENO : inherited_fd(path);
     Fd fd(given ? fcntl(*given, F_DUPFD_CLOEXEC, 3)
                 : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
-    if (!fd) return fail(Error::sys("audit: opening " + (path.empty() ? "stderr" : path)));
-    return AuditLog(std::move(fd), false, std::move(job_id), audit_mode);
+    const std::string name = path.empty() ? "stderr" : path;
+    if (!fd) return fail(Error::sys("audit: opening " + name));
+    return AuditLog(Sink::Fd, std::move(fd), name, std::move(job_id), audit_mode);
 }
 
-std::string AuditLog::format(const confine_event& e) const {
-    std::string comm(e.comm, strnlen(e.comm, sizeof e.comm));
-    std::string line = fmt::format(
-        R"({{"time":"{}","job":{},"cgroup_id":{},"pid":{},"tgid":{},"uid":{},"comm":{},"op":"{}","target":{},"verdict":"{}","mode":"{}")",
-        iso_time(static_cast<int64_t>(e.ktime_ns) + realtime_offset_ns_), json_quote(job_), e.cgroup_id, e.pid, e.tgid,
-        e.uid, json_quote(comm), op_name(e.op), json_quote(target(e)), e.denied ? "deny" : "allow",
-        audit_mode_ ? "audit" : "enforce");
-    if (const char* r = reason_name(e.reason)) line += fmt::format(R"(,"reason":"{}")", r);
+Record AuditLog::header(uint64_t cgroup_id, std::string_view op) const {
+    Record r;
+    r.str("time", iso_time(clock_ns(CLOCK_REALTIME))).str("job", job_).num("cgroup_id", cgroup_id).str("op", op);
+    return r;
+}
+
+Record AuditLog::record(const confine_event& e) const {
+    Record r;
+    r.str("time", iso_time(static_cast<int64_t>(e.ktime_ns) + realtime_offset_ns_))
+        .str("job", job_)
+        .num("cgroup_id", e.cgroup_id)
+        .num("pid", e.pid)
+        .num("tgid", e.tgid)
+        .num("uid", e.uid)
+        .str("comm", {e.comm, strnlen(e.comm, sizeof e.comm)})
+        .str("op", op_name(e.op))
+        .str("target", target(e))
+        .str("verdict", e.denied ? "deny" : "allow")
+        .str("mode", audit_mode_ ? "audit" : "enforce");
+    if (const char* reason = reason_name(e.reason)) r.str("reason", reason);
     if (e.target_kind == CONFINE_TARGET_TASK || e.target_kind == CONFINE_TARGET_PGRP) {
         const auto& t = e.target.task;
-        if (t.comm[0])
-            line += fmt::format(R"(,"target_comm":{})", json_quote({t.comm, strnlen(t.comm, sizeof t.comm)}));
-        if (e.op == CONFINE_OP_SIGNAL) line += fmt::format(R"(,"signal":{})", t.signal);
+        if (t.comm[0]) r.str("target_comm", {t.comm, strnlen(t.comm, sizeof t.comm)});
+        if (e.op == CONFINE_OP_SIGNAL) r.num("signal", t.signal);
     }
     if (e.target_kind == CONFINE_TARGET_SOCKET) {
         const auto& k = e.target.sock;
-        line += fmt::format(R"(,"family":{})", k.family);
-        if (k.type) line += fmt::format(R"(,"type":{})", k.type);
-        if (k.protocol) line += fmt::format(R"(,"protocol":{})", k.protocol);
+        r.num("family", k.family);
+        if (k.type) r.num("type", k.type);
+        if (k.protocol) r.num("protocol", k.protocol);
     }
-    if (e.target_kind == CONFINE_TARGET_KEY) {
-        const auto& k = e.target.key;
-        line += fmt::format(R"(,"description":{})",
-                            json_quote({k.description, strnlen(k.description, sizeof k.description)}));
-    }
-    return line + "}";
+    if (e.target_kind == CONFINE_TARGET_KEY)
+        r.str("description",
+              {e.target.key.description, strnlen(e.target.key.description, sizeof e.target.key.description)});
+    return r;
 }
 
 void AuditLog::event(const confine_event& e) {
     // The same denial again (the same process, op, target, reason; any
     // thread, any time) is counted, not written: see flush_repeats().
-    std::string key = event_key(e);
-    if (repeated_ && key == repeated_->key) {
+    if (repeated_ && same_denial(e, repeated_->event)) {
         if (repeated_->count++ == 0) repeated_->since = std::chrono::steady_clock::now();
-        repeated_->latest = e;
+        repeated_->event.ktime_ns = e.ktime_ns;
+        repeated_->event.pid = e.pid;
         return;
     }
     flush_repeats();
-    write_line(format(e));
-    repeated_ = std::make_unique<Repeated>(Repeated{std::move(key), e, 0, {}});
+    write(record(e));
+    repeated_ = std::make_unique<Repeated>(Repeated{e, 0, {}});
 }
 
 void AuditLog::flush_repeats(std::chrono::milliseconds after) {
     if (!repeated_ || repeated_->count == 0 || std::chrono::steady_clock::now() - repeated_->since < after) return;
-    std::string line = format(repeated_->latest);
-    line.pop_back();  // the closing brace
     const uint64_t n = std::exchange(repeated_->count, 0);
-    write_line(fmt::format(R"({},"repeats":{}}})", line, n), n);
+    write(record(repeated_->event).num("repeats", n), n);
 }
 
 void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
     flush_repeats();  // any record ends a run of repeats
-    write_line(fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"lost","count":{}}})",
-                           iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count));
+    write(header(cgroup_id, "lost").num("count", count));
 }
 
 void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
     flush_repeats();
-    write_line(fmt::format(
-        R"({{"time":"{}","job":{},"cgroup_id":{},"op":"inbound","target":"","count":{},"verdict":"{}","mode":"{}"}})",
-        iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, count, audit_mode_ ? "allow" : "deny",
-        audit_mode_ ? "audit" : "enforce"));
+    write(header(cgroup_id, "inbound")
+              .str("target", "")
+              .num("count", count)
+              .str("verdict", audit_mode_ ? "allow" : "deny")
+              .str("mode", audit_mode_ ? "audit" : "enforce"));
 }
 
 void AuditLog::proxy(uint64_t cgroup_id, std::string_view target, std::string_view reason) {
     flush_repeats();
-    write_line(
-        fmt::format(R"({{"time":"{}","job":{},"cgroup_id":{},"op":"proxy","target":{}{},"verdict":"{}","mode":"{}"}})",
-                    iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, json_quote(target),
-                    reason.empty() ? "" : fmt::format(R"(,"reason":{})", json_quote(reason)),
-                    audit_mode_ && reason.empty() ? "allow" : "deny", audit_mode_ ? "audit" : "enforce"));
+    Record r = header(cgroup_id, "proxy").str("target", target);
+    if (!reason.empty()) r.str("reason", reason);
+    write(r.str("verdict", audit_mode_ && reason.empty() ? "allow" : "deny")
+              .str("mode", audit_mode_ ? "audit" : "enforce"));
 }
 
 void AuditLog::limit(uint64_t cgroup_id, std::string_view target, uint64_t count) {
     flush_repeats();
     // Limits hold in audit mode too (they protect the machine, not files):
     // the verdict is always deny, the mode says how the job ran.
-    write_line(fmt::format(
-        R"({{"time":"{}","job":{},"cgroup_id":{},"op":"limit","target":{},"count":{},"verdict":"deny","mode":"{}"}})",
-        iso_time(clock_ns(CLOCK_REALTIME)), json_quote(job_), cgroup_id, json_quote(target), count,
-        audit_mode_ ? "audit" : "enforce"));
+    write(header(cgroup_id, "limit")
+              .str("target", target)
+              .num("count", count)
+              .str("verdict", "deny")
+              .str("mode", audit_mode_ ? "audit" : "enforce"));
 }
 
 Result<AuditLog> AuditLog::to_client(int connection, std::string job_id, bool audit_mode) {
@@ -266,29 +359,62 @@ Result<AuditLog> AuditLog::to_client(int connection, std::string job_id, bool au
     // Room for a burst of a few hundred lines (the ring holds fewer).
     int bytes = 256 << 10;
     setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes);
-    return AuditLog(std::move(fd), true, std::move(job_id), audit_mode);
+    return AuditLog(Sink::Client, std::move(fd), "the client", std::move(job_id), audit_mode);
 }
 
 void AuditLog::deliver_rest(uint64_t cgroup_id) {
-    if (!client_) return;
+    if (sink_ != Sink::Client) return;
     client_patient_ = true;
     if (uint64_t n = std::exchange(undelivered_, 0)) lost(cgroup_id, n);
 }
 
-void AuditLog::write_line(std::string line, uint64_t events) {
-    line += '\n';
-    if (client_) {
+void AuditLog::write(const Record& r, uint64_t events) {
+    if (auto id = r.get("cgroup_id")) std::from_chars(id->data(), id->data() + id->size(), cgroup_id_);
+    if (sink_ == Sink::Client) {
         // A client that doesn't read must not stall the job's supervision
         // (its deadline, its proxy): what doesn't fit is counted, and
         // reported once the job has ended (deliver_rest).
-        if (!wire::send(fd_.get(), wire::Type::Audit, line, {}, client_patient_)) {
+        if (!wire::send(fd_.get(), wire::Type::Audit, r.json() + "\n", {}, client_patient_)) {
             undelivered_ += events;
             client_patient_ = false;  // it had its send timeout once: no more waiting
         }
         return;
     }
-    // One write per line: O_APPEND keeps lines whole between writers.
-    (void)::write(fd_.get(), line.data(), line.size());
+    // After a failure, the first record the log takes again says how many
+    // it missed (--on-audit-error continue; under kill the job is gone).
+    if (unwritten_ && write_out(header(cgroup_id_, "lost").num("count", unwritten_).str("reason", "log_write_failed")))
+        unwritten_ = 0;
+    if (unwritten_ || !write_out(r)) unwritten_ += events;
+}
+
+bool AuditLog::write_out(const Record& r) {
+    auto failed = [&](std::string why) {
+        if (!failure_) failure_ = std::move(why);
+        return false;
+    };
+    if (sink_ == Sink::Journal) {
+        std::vector<std::string> fields = r.journal_fields();
+        std::vector<iovec> iov;
+        for (std::string& f : fields) iov.push_back({f.data(), f.size()});
+        int rc = sd_journal_sendv(iov.data(), static_cast<int>(iov.size()));
+        return rc >= 0 || failed(strerror(-rc));
+    }
+    // One write per line, so O_APPEND keeps lines whole between writers.
+    std::string line = r.json() + "\n";
+    std::string_view rest = line;
+    while (!rest.empty()) {
+        ssize_t n = ::write(fd_.get(), rest.data(), rest.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            // A runner's non-blocking pipe: wait for room, a while.
+            pollfd p{fd_.get(), POLLOUT, 0};
+            if (poll(&p, 1, 10000) > 0) continue;
+            return failed("the reader took no line for 10 s");
+        }
+        if (n <= 0) return failed(n < 0 ? strerror(errno) : "nothing written");
+        rest.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
 }
 
 Result<JobRing> JobRing::create(AuditLog log) {
@@ -300,8 +426,10 @@ Result<JobRing> JobRing::create(AuditLog log) {
         // An event is as long as its target kind needs (bpf/audit.h): the
         // rest of the struct reads as zeros.
         if (size < CONFINE_EVENT_HEADER) return 0;
-        confine_event e{};
-        memcpy(&e, data, std::min(size, sizeof e));
+        confine_event e;
+        const size_t n = std::min(size, sizeof e);
+        memcpy(&e, data, n);
+        memset(reinterpret_cast<char*>(&e) + n, 0, sizeof e - n);
         static_cast<AuditLog*>(ctx)->event(e);
         return 0;
     };

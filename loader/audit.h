@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "bpf/audit.h"
 #include "common/error.h"
@@ -16,10 +18,39 @@
 
 namespace confine {
 
+// One audit record: its fields in order, written as a JSON line or as a
+// journal entry's CONFINE_* fields.
+class Record {
+public:
+    Record& str(std::string_view key, std::string_view value);
+    Record& num(std::string_view key, uint64_t value);
+    // The field's value as it was given, if the record has it.
+    std::optional<std::string_view> get(std::string_view key) const;
+    std::string json() const;
+    // KEY=value items for sd_journal_sendv(): MESSAGE, PRIORITY (by the
+    // verdict), SYSLOG_IDENTIFIER, MESSAGE_ID, then CONFINE_<KEY> for each
+    // field, values unescaped.
+    std::vector<std::string> journal_fields() const;
+
+private:
+    struct Field {
+        std::string key, value;
+        bool quoted;
+    };
+    std::vector<Field> fields_;
+};
+
+// The journal entries' MESSAGE_ID (docs/contract.md), for journalctl
+// MESSAGE_ID=... and catalogs.
+inline constexpr std::string_view kJournalMessageId = "6c0f9e3a52d74b0e8a41c7d2f35e9b18";
+// --audit-log's value that sends the records to the systemd journal.
+inline constexpr std::string_view kJournal = "journal";
+
 class AuditLog {
 public:
     // `path` empty: standard error; /dev/fd/N: that fd, as inherited (a
-    // pipe or socket of the runner's). A file is opened for appending.
+    // pipe or socket of the runner's); "journal": the systemd journal. A
+    // file is opened for appending.
     static Result<AuditLog> open(const std::string& path, std::string job_id, bool audit_mode);
     // Lines go to a daemon client, one wire::Type::Audit message each,
     // never waiting while the job runs: what the client has no room for is
@@ -48,24 +79,38 @@ public:
     void limit(uint64_t cgroup_id, std::string_view target, uint64_t count);
 
     // The JSON line for an event, without the newline (exposed for tests).
-    std::string format(const confine_event& e) const;
+    std::string format(const confine_event& e) const { return record(e).json(); }
+
+    // Why a record could not be written (a full disk, a closed pipe, no
+    // journald), if one couldn't; the records lost so since.
+    const std::optional<std::string>& failure() const { return failure_; }
+    uint64_t unwritten() const { return unwritten_; }
+    // Where the records go, for messages.
+    const std::string& destination() const { return destination_; }
 
 private:
-    AuditLog(Fd fd, bool client, std::string job_id, bool audit_mode);
-    // EVENTS: how many the line stands for (a repeats line: its count),
-    // what a client that had no room for it has lost.
-    void write_line(std::string line, uint64_t events = 1);
+    enum class Sink { Fd, Client, Journal };
+    AuditLog(Sink sink, Fd fd, std::string destination, std::string job_id, bool audit_mode);
+    Record record(const confine_event& e) const;
+    Record header(uint64_t cgroup_id, std::string_view op) const;
+    // EVENTS: how many the record stands for (a repeats line: its count),
+    // what a client that had no room for it, or a log that failed, lost.
+    void write(const Record& r, uint64_t events = 1);
+    bool write_out(const Record& r);
     // The last event written, and its repeats since.
     struct Repeated {
-        std::string key;       // event_key(): the event but its time and thread
-        confine_event latest;  // the last repeat
+        confine_event event;  // with the time and thread of the last repeat
         uint64_t count;
         std::chrono::steady_clock::time_point since;  // of the first repeat
     };
     std::unique_ptr<Repeated> repeated_;
+    Sink sink_;
     Fd fd_;
-    bool client_ = false, client_patient_ = false;
+    std::string destination_;
+    bool client_patient_ = false;
     uint64_t undelivered_ = 0;
+    std::optional<std::string> failure_;
+    uint64_t unwritten_ = 0, cgroup_id_ = 0;
     std::string job_;
     bool audit_mode_ = false;
     int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at open

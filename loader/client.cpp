@@ -61,6 +61,7 @@ Result<Prepared> prepare(const RunOptions& o) {
         r.policy_name = o.policy_file;
     }
     if (o.mode) r.mode = *o.mode == policy::Mode::Audit ? "audit" : "enforce";
+    if (o.on_audit_error == AuditErrorAction::Continue) r.on_audit_error = "continue";
     r.job_id = o.job_id;
     if (o.timeout_s) r.timeout = std::to_string(*o.timeout_s);
     r.user = o.user;
@@ -81,6 +82,9 @@ Result<Prepared> prepare(const RunOptions& o) {
                             .hint("Pass --audit-log FILE, or give confine's stderr a file or pipe of its own "
                                   "(not 2>&1), so no line in the log can be forged"));
         p.job_stderr = STDOUT_FILENO;
+    } else if (o.audit_log == kJournal) {
+        r.audit_log = o.audit_log;  // the worker writes the entries, as root
+        p.job_stderr = STDERR_FILENO;
     } else {
         std::optional<int> given = inherited_fd(o.audit_log);
         p.audit.reset(given ? fcntl(*given, F_DUPFD_CLOEXEC, 3)
@@ -115,13 +119,15 @@ Result<Fd> connect_daemon(const std::string& path) {
     return s;
 }
 
-void write_all(int fd, std::string_view s) {
+// Empty, or why S could not be written.
+std::string write_all(int fd, std::string_view s) {
     while (!s.empty()) {
         ssize_t n = write(fd, s.data(), s.size());
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return;
+        if (n <= 0) return n < 0 ? strerror(errno) : "nothing written";
         s.remove_prefix(static_cast<size_t>(n));
     }
+    return "";
 }
 
 }  // namespace
@@ -162,6 +168,9 @@ int run_through_daemon(const RunOptions& o) {
     p->workdir.reset();
 
     const int audit = p->audit ? p->audit.get() : STDERR_FILENO;
+    const std::string log_name = o.audit_log.empty() ? "stderr" : o.audit_log;
+    std::string audit_failure;  // the first write that failed
+    uint64_t unwritten = 0;
     for (;;) {
         pollfd pfds[2] = {{sock->get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
         if (poll(pfds, 2, -1) < 0 && errno != EINTR) return error(Error::sys("run: poll"));
@@ -175,9 +184,29 @@ int run_through_daemon(const RunOptions& o) {
         if (!m) return error(m.error());
         if (!*m) return error(Error::msg("run: the daemon closed the connection before the job's status"));
         switch ((*m)->type) {
-            case wire::Type::Audit: write_all(audit, (*m)->payload); break;
+            case wire::Type::Audit:
+                if (std::string why = write_all(audit, (*m)->payload); !why.empty()) {
+                    // As a run as root does (--on-audit-error): closing the
+                    // connection ends the job; or it runs on.
+                    if (o.on_audit_error == AuditErrorAction::Kill)
+                        return error(
+                            Error::msg(
+                                fmt::format("audit: writing the audit log to {} failed ({}); the job was stopped",
+                                            log_name, why))
+                                .hint("Give the log room or a reader; --on-audit-error continue lets jobs "
+                                      "run on"));
+                    if (audit_failure.empty()) audit_failure = why;
+                    unwritten++;
+                }
+                break;
             case wire::Type::Error: fmt::print(stderr, "confine: {}\n", (*m)->payload); break;
-            case wire::Type::Exit: return atoi((*m)->payload.c_str());
+            case wire::Type::Exit:
+                if (unwritten)
+                    fmt::print(stderr,
+                               "confine: audit: writing the audit log to {} failed ({}); {} lines were not written; "
+                               "the job ran on\n",
+                               log_name, audit_failure, unwritten);
+                return atoi((*m)->payload.c_str());
             default: return error(Error::msg("run: the daemon sent a message of an unknown type"));
         }
     }

@@ -202,6 +202,7 @@ Result<RunOptions> run_options(const wire::Request& req, int workdir_fd) {
     o.policy_file = req.policy_name;  // for messages only: the text came with the request
     if (!req.mode.empty()) o.mode = req.mode == "audit" ? policy::Mode::Audit : policy::Mode::Enforce;
     o.audit_log = req.audit_log;
+    if (req.on_audit_error == "continue") o.on_audit_error = AuditErrorAction::Continue;
     o.job_id = req.job_id;
     o.print_policy = req.print_policy;
     o.seed_home = req.seed_home;

@@ -1,6 +1,7 @@
 // confine: run a command confined by BPF-LSM programs attached to its cgroup.
 #include <fmt/format.h>
 #include <getopt.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -22,8 +23,9 @@ namespace {
 
 constexpr const char* kUsage = R"(usage:
   confine run [--policy FILE] [--workdir DIR] [--user USER] [--mode enforce|audit]
-              [--audit-log FILE] [--job-id ID] [--timeout DURATION] [--allow-root]
-              [--seed-home DIR] [--keep-dirs] [--print-policy] [-v] -- CMD [ARG...]
+              [--audit-log FILE|journal] [--on-audit-error kill|continue] [--job-id ID]
+              [--timeout DURATION] [--allow-root] [--seed-home DIR] [--keep-dirs]
+              [--print-policy] [-v] -- CMD [ARG...]
   confine daemon [--socket PATH] [--ceiling FILE] [--config FILE] [--group GROUP]
                          start jobs for users without root (docs/daemon.md)
   confine audit [--json] [FILE...]
@@ -53,7 +55,8 @@ int cmd_run(int argc, char** argv) {
         kPrintPolicy,
         kKeepDirs,
         kTimeout,
-        kSeedHome
+        kSeedHome,
+        kOnAuditError
     };
     static const option longopts[] = {
         {"policy", required_argument, nullptr, kPolicy},
@@ -67,6 +70,7 @@ int cmd_run(int argc, char** argv) {
         {"keep-dirs", no_argument, nullptr, kKeepDirs},
         {"timeout", required_argument, nullptr, kTimeout},
         {"seed-home", required_argument, nullptr, kSeedHome},
+        {"on-audit-error", required_argument, nullptr, kOnAuditError},
         {"verbose", no_argument, nullptr, 'v'},
         {nullptr, 0, nullptr, 0},
     };
@@ -91,6 +95,14 @@ int cmd_run(int argc, char** argv) {
             case kPrintPolicy: o.print_policy = true; break;
             case kKeepDirs: o.keep_dirs = true; break;
             case kSeedHome: o.seed_home = optarg; break;
+            case kOnAuditError:
+                if (strcmp(optarg, "kill") == 0)
+                    o.on_audit_error = confine::AuditErrorAction::Kill;
+                else if (strcmp(optarg, "continue") == 0)
+                    o.on_audit_error = confine::AuditErrorAction::Continue;
+                else
+                    return usage_error(fmt::format("--on-audit-error must be kill or continue, not '{}'", optarg));
+                break;
             case kTimeout:
                 if (auto d = confine::policy::parse_duration(optarg))
                     o.timeout_s = *d;
@@ -103,6 +115,9 @@ int cmd_run(int argc, char** argv) {
     }
     for (int i = optind; i < argc; i++) o.command.push_back(argv[i]);
     confine::set_libbpf_verbose(verbose);
+    // A log reader that went away is a write error to handle
+    // (--on-audit-error), not the end of confine and its supervision.
+    signal(SIGPIPE, SIG_IGN);
     // Without root, the daemon starts the job.
     return geteuid() == 0 ? confine::run(o) : confine::run_through_daemon(o);
 }

@@ -337,6 +337,7 @@ Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64
             sigset_t none;
             sigemptyset(&none);
             sigprocmask(SIG_SETMASK, &none, nullptr);
+            signal(SIGPIPE, SIG_DFL);  // confine ignores it; exec keeps that
             const char* argv[] = {"tinyproxy", "-d", "-c", conf.c_str(), nullptr};
             const char* envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", nullptr};
             execve(kTinyproxy, const_cast<char**>(argv), const_cast<char**>(envp));

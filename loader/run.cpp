@@ -333,14 +333,15 @@ private:
 // A daemon client (`client` >= 0) sends signals as messages; its going
 // away ends the job.
 int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t cgid, uint64_t& reported_lost,
-              JobCgroup& cg, JobProxy* proxy, int client, uint64_t timeout_s, bool& timed_out) {
+              JobCgroup& cg, JobProxy* proxy, int client, uint64_t timeout_s, bool kill_on_audit_error,
+              bool& timed_out) {
     AuditLog& log = ring.log();
     sigset_t sigs;
     sigemptyset(&sigs);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
     Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
     Deadline deadline(timeout_s);
-    bool proxy_lost = false;
+    bool proxy_lost = false, audit_failed = false;
 
     for (;;) {
         pollfd fds[5] = {{child.pidfd.get(), POLLIN, 0},
@@ -362,6 +363,12 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t 
             if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
         }
         report_lost(pol, log, cgid, reported_lost);
+        if (log.failure() && kill_on_audit_error && !audit_failed) {
+            // Denials nobody can see are denials nobody audits: the job
+            // stops (run() says why once it has ended).
+            audit_failed = true;
+            if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
+        }
         if (fds[2].revents & POLLIN) {
             signalfd_siginfo si{};
             // The job has its own session, so Ctrl-C at the caller's
@@ -385,7 +392,7 @@ int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t 
     }
     int status = wait_status(child);
     timed_out = deadline.expired();
-    return proxy_lost ? kExitFailure : timed_out ? kExitTimeout : status;
+    return proxy_lost || audit_failed ? kExitFailure : timed_out ? kExitTimeout : status;
 }
 
 // One `limit` record for each limit the job hit.
@@ -412,7 +419,7 @@ bool same_file(const struct stat& a, const struct stat& b) {
 
 // The audit log PATH (empty: none) must not be in the job's writable set.
 Result<void> audit_outside_writable_set(const std::string& path, const policy::Compiled& c) {
-    if (path.empty()) return {};
+    if (path.empty() || path == kJournal) return {};
     // Where the log really is: through symlinks at the end too, dangling
     // ones included (the log would be created where they point).
     std::error_code ec;
@@ -454,6 +461,7 @@ Result<bool> audit_apart_from_job(const std::string& path, const policy::Compile
                                   "(not 2>&1), so no line in the log can be forged"));
         return true;
     }
+    if (path == kJournal) return false;  // journald stamps who sent each entry
     if (auto r = audit_outside_writable_set(path, c); !r) return fail(r.error());
     struct stat st {};
     if (stat(path.c_str(), &st) == 0 && job_writes(st, STDERR_FILENO))
@@ -614,9 +622,11 @@ int run(const RunOptions& o) {
         stderr_to_stdout = fail(r.error());
     as.reset();
     const bool audit_mode = compiled->mode == policy::Mode::Audit;
-    auto log = !stderr_to_stdout ? fail(stderr_to_stdout.error())
-               : o.served        ? AuditLog::to_client(o.served->connection, job, audit_mode)
-                                 : AuditLog::open(o.audit_log, job, audit_mode);
+    // A daemon's worker writes to the journal itself: its entries then
+    // carry root's trusted fields, which no client or job can forge.
+    auto log = !stderr_to_stdout                     ? fail(stderr_to_stdout.error())
+               : o.served && o.audit_log != kJournal ? AuditLog::to_client(o.served->connection, job, audit_mode)
+                                                     : AuditLog::open(o.audit_log, job, audit_mode);
     if (!log) {
         print_error(log.error());
         return kExitFailure;
@@ -672,7 +682,8 @@ int run(const RunOptions& o) {
     bool timed_out = false;
     if (auto child = spawn(spec); child) {
         status = supervise(*child, *ring, *installed, cg->id(), reported_lost, *cg, proxy.get(),
-                           o.served ? o.served->connection : -1, compiled->limits.timeout_s, timed_out);
+                           o.served ? o.served->connection : -1, compiled->limits.timeout_s,
+                           o.on_audit_error == AuditErrorAction::Kill, timed_out);
     } else {
         print_error(child.error());
         status = child.error().err == ENOENT ? kExitNotFound : kExitCannotRun;
@@ -694,6 +705,14 @@ int run(const RunOptions& o) {
     report_lost(*installed, audit, cg->id(), reported_lost);
     if (uint64_t n = installed->inbound()) audit.inbound(cg->id(), n);
     report_limits(audit, *cg, timed_out);
+    if (const auto& why = audit.failure()) {
+        const bool stop = o.on_audit_error == AuditErrorAction::Kill;
+        print_error(Error::msg(fmt::format("audit: writing the audit log to {} failed ({}); {}", audit.destination(),
+                                           *why, stop ? "the job was stopped" : "the job ran on"))
+                        .hint(stop ? "Give the log room or a reader; --on-audit-error continue lets jobs run on"
+                                   : "Records the log missed are counted in a lost record when it takes one again"));
+        if (stop) status = kExitFailure;
+    }
     return status;
 }
 

@@ -24,13 +24,19 @@ struct Served {
     const BpfObjects* objs = nullptr;  // loaded once by the daemon
 };
 
+// What a run does when its audit log can't be written (a full disk, a
+// closed pipe, no journald): stop the job (the default), or let it run on,
+// counting the records the log missed.
+enum class AuditErrorAction { Kill, Continue };
+
 struct RunOptions {
     std::string policy_file;           // empty: the embedded default
     std::string workdir;               // empty: the current directory
     std::string user;                  // empty: SUDO_UID, else refuse root
     std::optional<policy::Mode> mode;  // overrides the policy's mode
-    std::string audit_log;             // empty: stderr
-    std::string job_id;                // empty: generated
+    std::string audit_log;             // empty: stderr; "journal": the systemd journal
+    AuditErrorAction on_audit_error = AuditErrorAction::Kill;
+    std::string job_id;  // empty: generated
     bool allow_root = false;
     bool print_policy = false;
     bool keep_dirs = false;             // keep the private HOME and TMPDIR

@@ -125,7 +125,21 @@ Wanted read_log(std::istream& in) {
 
 // Several files of one directory become the directory: FILES (variables
 // put back) -> the rules, with a note for each grouping.
-std::map<std::string, uint8_t> group(const std::map<std::string, uint8_t>& files, std::vector<std::string>& notes) {
+std::map<std::string, uint8_t> group(std::map<std::string, uint8_t> files, std::vector<std::string>& notes) {
+    // The job's private HOME and TMPDIR are its own and gone after it, and
+    // what tools make there has random names (cc's temporaries): granted
+    // whole.
+    for (const char* own : {"{home}", "{tmp}"}) {
+        uint8_t need = 0;
+        size_t n = std::erase_if(files, [&](const auto& f) {
+            if (!policy::covers(own, f.first)) return false;
+            need |= f.second;
+            return true;
+        });
+        if (!n) continue;
+        files[own] = need;
+        notes.push_back(fmt::format("{}: the job's private directory; {} paths in it were used", own, n));
+    }
     std::map<std::string, std::vector<std::string>> by_dir;
     for (const auto& [path, need] : files) {
         size_t slash = path.rfind('/');

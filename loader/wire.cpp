@@ -27,7 +27,8 @@ std::string encode(const Request& r) {
                               {"timeout", r.timeout},
                               {"user", r.user},
                               {"seed_home", r.seed_home},
-                              {"audit_log", r.audit_log}})
+                              {"audit_log", r.audit_log},
+                              {"on_audit_error", r.on_audit_error}})
         if (!value.empty()) put(out, key, value);
     if (r.print_policy) put(out, "print_policy", "1");
     for (const std::string& a : r.command) put(out, "arg", a);
@@ -79,6 +80,8 @@ Result<Request> decode(std::string_view in) {
             r.seed_home = value;
         else if (key == "audit_log")
             r.audit_log = value;
+        else if (key == "on_audit_error")
+            r.on_audit_error = value;
         else if (key == "print_policy" && value == "1")
             r.print_policy = true;
         else
@@ -86,6 +89,8 @@ Result<Request> decode(std::string_view in) {
     }
     if (!r.mode.empty() && r.mode != "enforce" && r.mode != "audit")
         return bad(fmt::format("mode '{}' is not enforce or audit", r.mode.substr(0, 32)));
+    if (!r.on_audit_error.empty() && r.on_audit_error != "kill" && r.on_audit_error != "continue")
+        return bad(fmt::format("on_audit_error '{}' is not kill or continue", r.on_audit_error.substr(0, 32)));
     if (r.command.empty() && !r.print_policy) return bad("no command");
     return r;
 }

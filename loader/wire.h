@@ -44,7 +44,9 @@ struct Request {
     std::string timeout;  // as --timeout takes it
     std::string user;     // a pool user; empty: the caller
     std::string seed_home;
-    std::string audit_log;  // the client's --audit-log, resolved: checked against the job's writable set
+    std::string audit_log;       // the client's --audit-log, resolved: checked against the job's writable set;
+                                 // "journal": the worker writes to the journal
+    std::string on_audit_error;  // "", "kill" or "continue": for the worker's own writes (the journal)
     bool print_policy = false;
     std::vector<std::string> command;
     std::vector<std::string> env;  // the client's environment, NAME=value, for [env].keep

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -228,6 +229,37 @@ TEST(AuditRepeats, ARunOfTheSameDenialIsOneLineAndACount) {
     EXPECT_NE(lines[2].find(R"("target":"/etc/shadow")"), std::string::npos);
     EXPECT_EQ(lines[2].find("repeats"), std::string::npos);
     EXPECT_NE(lines[3].find(R"("repeats":1})"), std::string::npos) << lines[3];
+}
+
+// A journal entry: the record's fields as CONFINE_*, unescaped, a MESSAGE
+// that escapes what the job named, and a priority by verdict.
+TEST(AuditJournal, AnEntryHasTheRecordsFieldsAndAPriorityByVerdict) {
+    Record r;
+    r.str("job", "j").num("pid", 7).str("comm", "c\nat").str("op", "open_read").str("target", "/a\nb");
+    std::vector<std::string> deny = Record(r).str("verdict", "deny").journal_fields();
+    EXPECT_EQ(deny[0], R"(MESSAGE=confine: denied open_read "/a\u000ab" by "c\u000aat" (pid 7) [job "j"])");
+    EXPECT_EQ(deny[1], "PRIORITY=4");
+    EXPECT_EQ(deny[2], "SYSLOG_IDENTIFIER=confine");
+    EXPECT_EQ(deny[3], std::string("MESSAGE_ID=") + std::string(kJournalMessageId));
+    EXPECT_NE(std::find(deny.begin(), deny.end(), "CONFINE_TARGET=/a\nb"), deny.end());
+    EXPECT_NE(std::find(deny.begin(), deny.end(), "CONFINE_PID=7"), deny.end());
+    EXPECT_EQ(Record(r).str("verdict", "allow").journal_fields()[1], "PRIORITY=5");
+    std::vector<std::string> lost = Record().str("job", "j").str("op", "lost").num("count", 3).journal_fields();
+    EXPECT_EQ(lost[0], R"(MESSAGE=confine: lost 3 audit events [job "j"])");
+    EXPECT_EQ(lost[1], "PRIORITY=3");
+}
+
+// A log that can't be written says why, and counts what it missed.
+TEST(AuditFailure, AFullDiskIsAFailureAndItsRecordsAreCounted) {
+    auto log = AuditLog::open("/dev/full", "job-1", false);
+    ASSERT_TRUE(log) << log.error().message;
+    EXPECT_FALSE(log->failure());
+    log->event(event(CONFINE_OP_OPEN_READ));
+    log->lost(42, 5);
+    ASSERT_TRUE(log->failure());
+    EXPECT_EQ(*log->failure(), strerror(ENOSPC));
+    EXPECT_EQ(log->unwritten(), 2u);
+    EXPECT_EQ(log->destination(), "/dev/full");
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <sstream>
 
 #include "policy/policy.h"
@@ -40,6 +43,27 @@ TEST(Suggest, ThePolicyAllowsWhatTheLogAskedForWithItsVariablesAndPassesCheck) {
     EXPECT_EQ(p->find("cc1.s"), std::string::npos) << *p;
     // Each grouped file is covered by its directory, not listed again.
     EXPECT_EQ(p->find("a.o"), std::string::npos) << *p;
+}
+
+// From an empty base, what tools made in the job's private TMPDIR (random
+// names) and HOME is granted as those directories, never the files.
+TEST(Suggest, TheJobsPrivateDirectoriesAreGrantedWhole) {
+    std::istringstream log(record("create", "/var/tmp/confine-j1.AbC123/tmp/ccX1.s") +
+                           record("create", "/var/tmp/confine-j1.AbC123/tmp/ccY2.o") +
+                           record("open_read", "/var/tmp/confine-j1.AbC123/home/.cache/x"));
+    char base[] = "/tmp/confine-suggest-XXXXXX";
+    int fd = mkstemp(base);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, "version = 1\n", 12), 12);
+    close(fd);
+    auto p = suggest_policy(log, {.workdir = "/srv/w", .base_file = base});
+    unlink(base);
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_NE(p->find("write = [ '{tmp}' ]"), std::string::npos) << *p;
+    EXPECT_NE(p->find("read = [ '{home}' ]"), std::string::npos) << *p;
+    EXPECT_NE(p->find("# Grouped: {tmp}: the job's private directory; 2 paths in it were used"), std::string::npos)
+        << *p;
+    EXPECT_EQ(p->find("ccX1"), std::string::npos) << *p;
 }
 
 // What a job named can't end a comment and become policy, and grouping

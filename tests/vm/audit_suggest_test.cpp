@@ -1,6 +1,7 @@
-// `confine audit --suggest`: a session run in audit mode, then under the
-// policy suggested from its log, in enforce mode: the same session, with
-// no denial. The control: under the base policy alone it is refused.
+// `confine audit --suggest`: a session run in audit mode under an empty
+// policy (nothing granted: not even the C library), then under the policy
+// suggested from its log, in enforce mode: the same session, with no
+// denial. The control: under the empty policy alone it is refused.
 #include <fmt/format.h>
 #include <signal.h>
 
@@ -10,6 +11,8 @@
 
 namespace vmtest {
 namespace {
+
+constexpr const char* kEmpty = "version = 1\n";
 
 class AuditSuggestTest : public VmTest {};
 
@@ -35,24 +38,31 @@ TEST_F(AuditSuggestTest, ASessionRunsUnderThePolicySuggestedFromItsAuditLog) {
 
     Result unconfined = run_unconfined(session + " && rm -rf " + work() + "/repo");
     ASSERT_EQ(unconfined.status, 0) << unconfined.describe();
-    Result control = run_confined("", session);
-    ASSERT_NE(control.status, 0) << "the default policy alone lets the session through:\n" << control.describe();
+    Result control = run_confined(kEmpty, session);
+    ASSERT_NE(control.status, 0) << "the empty policy lets the session through:\n" << control.describe();
     run_root("rm -rf " + work() + "/repo");
 
-    Result audited = run_confined("", session, {"--mode", "audit"});
+    Result audited = run_confined(kEmpty, session, {"--mode", "audit"});
     ASSERT_EQ(audited.status, 0) << audited.describe();
     ASSERT_FALSE(audited.audit.empty());
+    size_t lost = 0;
+    for (const AuditLine& l : audited.audit)
+        if (l.str("op") == "lost") lost += static_cast<size_t>(l.num("count").value_or(0));
+    EXPECT_EQ(lost, 0u) << "of " << audited.audit.size() << " lines";
     std::string log;
     for (const AuditLine& l : audited.audit) log += l.raw + "\n";
     std::ofstream(at("session.jsonl")) << log;
-    Process suggest = Process::start(
-        {.argv = {confine_bin(), "audit", "--suggest", "--workdir", work(), at("session.jsonl")}, .cwd = base()});
+    std::ofstream(at("empty.toml")) << kEmpty;
+    Process suggest = Process::start({.argv = {confine_bin(), "audit", "--suggest", "--policy", at("empty.toml"),
+                                               "--workdir", work(), at("session.jsonl")},
+                                      .cwd = base()});
     Result suggested = suggest.wait();
     ASSERT_EQ(suggested.status, 0) << suggested.describe();
     EXPECT_NE(suggested.out.find("tcp://127.0.0.2:8099"), std::string::npos) << suggested.out;
     EXPECT_EQ(suggested.out.find("WARNING"), std::string::npos) << suggested.out;
     run_root("rm -rf " + work() + "/repo");
 
+    std::ofstream(at("suggested.toml")) << suggested.out;
     Result enforced = run_confined(suggested.out, session);
     EXPECT_EQ(enforced.status, 0) << suggested.out << "\n" << enforced.describe();
     EXPECT_TRUE(enforced.audit.empty()) << suggested.out << "\n" << enforced.describe();

@@ -126,6 +126,49 @@ TEST_F(DaemonTest, WithoutAnAuditLogTheLinesTakeStderrAndTheJobsStderrJoinsStdou
     })) << r.describe();
 }
 
+// With --audit-log journal the worker, as root, writes the entries: their
+// trusted fields name confine and root, not the client.
+TEST_F(DaemonTest, AClientsJournalEntriesComeFromTheDaemon) {
+    Journald journald;
+    ASSERT_EQ(journald.error(), "");
+    start_daemon();
+    const std::string cmd = fmt::format("ls {}; true", kUserHome);
+    ASSERT_EQ(run_unconfined(cmd).status, 0);
+    RunSpec spec = client(cmd);
+    spec.args = {"--audit-log", "journal"};
+    Result r = run(spec);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    std::vector<std::map<std::string, std::string>> entries;
+    ASSERT_TRUE(wait_until([&] { return !(entries = Journald::entries({"CONFINE_JOB=" + r.job})).empty(); }, 30))
+        << r.describe();
+    EXPECT_EQ(entries[0]["CONFINE_OP"], "open_read");
+    EXPECT_EQ(entries[0]["CONFINE_TARGET"], kUserHome);
+    EXPECT_EQ(entries[0]["CONFINE_UID"], std::to_string(test_user().uid));
+    EXPECT_EQ(entries[0]["_UID"], "0");
+    EXPECT_EQ(entries[0]["_COMM"], "confine");
+}
+
+// The client writes the log; when it can't, the job stops, as under root.
+TEST_F(DaemonTest, AClientsLogOnAFullDiskStopsTheJob) {
+    FullDisk disk(at("full"));
+    ASSERT_EQ(disk.error(), "");
+    start_daemon();
+    const std::string cmd = fmt::format("ls {} 2>/dev/null; sleep 5; touch ran", kUserHome);
+    // Control: with room for its log, the job runs to its end.
+    Result control = run(client(cmd));
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_TRUE(exists(work() + "/ran"));
+    unlink((work() + "/ran").c_str());
+
+    RunSpec spec = client(cmd);
+    spec.args = {"--audit-log", at("full/client-audit.jsonl")};
+    Result r = run(spec);
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    EXPECT_TRUE(wait_until([&] { return served_cgroup(r.job).empty(); }, 30)) << "the job outlived its client";
+    EXPECT_FALSE(exists(work() + "/ran")) << "the job ran on with its denials unlogged";
+}
+
 TEST_F(DaemonTest, TheCeilingHoldsWhereAClientAsksForMore) {
     start_daemon();
     write_file(kNotes, "notes\n");

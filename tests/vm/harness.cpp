@@ -7,10 +7,13 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -544,6 +547,76 @@ Sysctl::Sysctl(std::string path, const std::string& value) : path_(std::move(pat
 
 Sysctl::~Sysctl() {
     if (!old_.empty()) std::ofstream(path_) << old_;
+}
+
+Journald::Journald() {
+    constexpr const char* kSocket = "/run/systemd/journal/socket";
+    // One left by an earlier test would answer for nobody.
+    fs::remove_all("/run/systemd/journal");
+    journald_.emplace(Process::start(
+        {.argv = {"/lib/systemd/systemd-journald"}, .env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, .own_group = true}));
+    auto answers = [&] {
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        strcpy(addr.sun_path, kSocket);
+        int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        bool ok = s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+        if (s >= 0) close(s);
+        return ok;
+    };
+    if (!wait_until(answers, 60)) error_ = fmt::format("systemd-journald never answered at {}", kSocket);
+}
+
+Journald::~Journald() {
+    kill(journald_->pid(), SIGTERM);
+    journald_->wait(30);
+    fs::remove_all("/run/systemd/journal");
+}
+
+std::vector<std::map<std::string, std::string>> Journald::entries(const std::vector<std::string>& matches) {
+    std::vector<std::string> argv = {"/usr/bin/journalctl", "--no-pager", "-o", "json"};
+    argv.insert(argv.end(), matches.begin(), matches.end());
+    Result r = Process::start({.argv = argv, .env = {"PATH=/usr/bin:/bin", "SYSTEMD_COLORS=0"}}).wait(60);
+    std::vector<std::map<std::string, std::string>> out;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_object()) continue;
+        auto& entry = out.emplace_back();
+        for (auto& [key, value] : j.items()) {
+            if (value.is_string()) {
+                entry[key] = value.get<std::string>();
+            } else if (value.is_array()) {
+                std::string bytes;
+                for (auto& b : value)
+                    if (b.is_number_unsigned()) bytes += static_cast<char>(b.get<unsigned>());
+                entry[key] = bytes;
+            }
+        }
+    }
+    return out;
+}
+
+FullDisk::FullDisk(std::string dir) : dir_(std::move(dir)) {
+    fs::create_directories(dir_);
+    if (mount("tmpfs", dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0777") != 0) {
+        error_ = fmt::format("mounting a tmpfs on {}: {}", dir_, strerror(errno));
+        return;
+    }
+    // Full of data; inodes are left, so a log file can still be created.
+    int fd = open((dir_ + "/fill").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    char block[4096] = {};
+    while (fd >= 0 && write(fd, block, sizeof block) > 0) {
+    }
+    if (fd >= 0) close(fd);
+}
+
+FullDisk::~FullDisk() {
+    if (error_.empty()) umount2(dir_.c_str(), MNT_DETACH);
+}
+
+void FullDisk::free() {
+    fs::remove(dir_ + "/fill");
 }
 
 std::string job_cgroup(const std::string& job) {

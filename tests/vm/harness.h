@@ -200,6 +200,39 @@ private:
     bool written_ = false, mounted_ = false;
 };
 
+// systemd-journald, started for a test and stopped after it (the guests
+// boot no systemd). error() says why it isn't answering, "" once it is.
+class Journald {
+public:
+    Journald();
+    ~Journald();
+    Journald(const Journald&) = delete;
+    Journald& operator=(const Journald&) = delete;
+    const std::string& error() const { return error_; }
+    // `journalctl -o json MATCH...`: each entry's fields (binary ones,
+    // which journalctl gives as arrays of bytes, as bytes).
+    static std::vector<std::map<std::string, std::string>> entries(const std::vector<std::string>& matches);
+
+private:
+    std::optional<Process> journald_;
+    std::string error_;
+};
+
+// A small tmpfs at DIR, full (a file fills it), for a test's duration: the
+// audit log's full disk. free() gives the room back.
+class FullDisk {
+public:
+    explicit FullDisk(std::string dir);
+    ~FullDisk();
+    FullDisk(const FullDisk&) = delete;
+    FullDisk& operator=(const FullDisk&) = delete;
+    const std::string& error() const { return error_; }
+    void free();
+
+private:
+    std::string dir_, error_;
+};
+
 // Small utilities.
 std::string read_file(const std::string& path);
 bool exists(const std::string& path);

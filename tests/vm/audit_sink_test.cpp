@@ -1,0 +1,203 @@
+// Where the audit records go, and what a run does when they can't: the
+// systemd journal (`--audit-log journal`), and a log that fails (a full
+// disk, a reader gone) under `--on-audit-error kill` (the default) and
+// `continue`.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+
+namespace vmtest {
+namespace {
+
+using Entry = std::map<std::string, std::string>;
+
+std::string field(const Entry& e, const std::string& key) {
+    auto it = e.find(key);
+    return it == e.end() ? "" : it->second;
+}
+
+// The journal's entries for JOB, once there are at least N.
+std::vector<Entry> job_entries(const std::string& job, size_t n = 1) {
+    std::vector<Entry> found;
+    wait_until(
+        [&] {
+            found = Journald::entries({"CONFINE_JOB=" + job});
+            return found.size() >= n;
+        },
+        30);
+    return found;
+}
+
+const Entry* entry_for(const std::vector<Entry>& entries, const std::string& op, const std::string& target) {
+    for (const Entry& e : entries)
+        if (field(e, "CONFINE_OP") == op && field(e, "CONFINE_TARGET") == target) return &e;
+    return nullptr;
+}
+
+class AuditJournalTest : public VmTest {};
+
+TEST_F(AuditJournalTest, EachRecordIsAnEntryWithItsFieldsSentByRoot) {
+    Journald journald;
+    ASSERT_EQ(journald.error(), "");
+    // Controls: the journal takes an entry and gives it back; unconfined,
+    // the key reads.
+    ASSERT_EQ(run_root("echo control | systemd-cat -t confine-control").status, 0);
+    ASSERT_TRUE(wait_until([] { return !Journald::entries({"SYSLOG_IDENTIFIER=confine-control"}).empty(); }, 30))
+        << "journalctl never showed an entry journald was sent";
+    ASSERT_EQ(run_unconfined(fmt::format("cat {}", kSshKey)).status, 0);
+
+    Result r = run_confined("", fmt::format("cat {} 2>/dev/null; echo done", kSshKey), {"--audit-log", "journal"});
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_TRUE(r.audit.empty()) << "records went to a file too:\n" << r.describe();
+    std::vector<Entry> entries = job_entries(r.job);
+    const Entry* e = entry_for(entries, "open_read", kSshKey);
+    ASSERT_NE(e, nullptr) << entries.size() << " entries for the job, none for the denied read";
+    EXPECT_EQ(field(*e, "PRIORITY"), "4");
+    EXPECT_EQ(field(*e, "SYSLOG_IDENTIFIER"), "confine");
+    EXPECT_EQ(field(*e, "MESSAGE_ID"), "6c0f9e3a52d74b0e8a41c7d2f35e9b18");
+    EXPECT_EQ(field(*e, "CONFINE_VERDICT"), "deny");
+    EXPECT_EQ(field(*e, "CONFINE_MODE"), "enforce");
+    EXPECT_EQ(field(*e, "CONFINE_COMM"), "cat");
+    EXPECT_EQ(field(*e, "CONFINE_UID"), std::to_string(test_user().uid));
+    EXPECT_NE(field(*e, "MESSAGE").find(fmt::format("denied open_read \"{}\" by \"cat\"", kSshKey)), std::string::npos)
+        << field(*e, "MESSAGE");
+    // Trusted fields, stamped by journald: confine, as root, sent it.
+    EXPECT_EQ(field(*e, "_UID"), "0");
+    EXPECT_EQ(field(*e, "_COMM"), "confine");
+
+    // In audit mode: let through, a notice.
+    Result audited =
+        run_confined("", fmt::format("cat {} >/dev/null", kSshKey), {"--audit-log", "journal", "--mode", "audit"});
+    EXPECT_EQ(audited.status, 0) << audited.describe();
+    std::vector<Entry> a = job_entries(audited.job);
+    const Entry* allowed = entry_for(a, "open_read", kSshKey);
+    ASSERT_NE(allowed, nullptr) << a.size() << " entries for the audit-mode job";
+    EXPECT_EQ(field(*allowed, "PRIORITY"), "5");
+    EXPECT_EQ(field(*allowed, "CONFINE_VERDICT"), "allow");
+    EXPECT_EQ(field(*allowed, "CONFINE_MODE"), "audit");
+}
+
+TEST_F(AuditJournalTest, AJobCantWriteToTheJournal) {
+    Journald journald;
+    ASSERT_EQ(journald.error(), "");
+    // Both of journald's ways in for a local process: its stream socket
+    // (systemd-cat) and the syslog socket (logger; the guests' devtmpfs
+    // has no /dev/log link to it).
+    const std::string cmd =
+        "echo forged-{0} | systemd-cat -t confine; logger -u /run/systemd/journal/dev-log -t confine forged-{0}; true";
+    Result control = run_unconfined(fmt::format(fmt::runtime(cmd), "control"));
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_TRUE(wait_until([] { return Journald::entries({"MESSAGE=forged-control"}).size() == 2; }, 30))
+        << "the unconfined user's entries never showed: " << Journald::entries({"MESSAGE=forged-control"}).size()
+        << "\n"
+        << control.describe();
+
+    Result r = run_confined("", fmt::format(fmt::runtime(cmd), "job"), {"--audit-log", "journal"});
+    EXPECT_EQ(r.status, 0) << r.describe();
+    std::vector<Entry> entries = job_entries(r.job, 2);
+    size_t refused = 0;
+    for (const Entry& e : entries)
+        if (field(e, "CONFINE_TARGET").starts_with("unix:") && field(e, "CONFINE_VERDICT") == "deny") refused++;
+    EXPECT_GE(refused, 2u) << entries.size() << " entries for the job";
+    EXPECT_TRUE(Journald::entries({"MESSAGE=forged-job"}).empty()) << "the job wrote to the journal";
+}
+
+TEST_F(AuditJournalTest, WithoutJournaldNoJobRuns) {
+    // Control: with a file for its log, the job runs.
+    Result control = run_confined("", "touch ran");
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_TRUE(exists(work() + "/ran"));
+    unlink((work() + "/ran").c_str());
+
+    std::filesystem::remove_all("/run/systemd/journal");
+    Result r = run_confined("", "touch ran", {"--audit-log", "journal"});
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find("journald does not answer"), std::string::npos) << r.err;
+    EXPECT_FALSE(exists(work() + "/ran")) << "the job ran without its log";
+}
+
+class AuditErrorTest : public VmTest {};
+
+// The job: one denial, then long enough to be stopped while it waits.
+std::string denial_then_wait(int seconds) {
+    return fmt::format("cat {} 2>/dev/null; sleep {}; touch ran", kSshKey, seconds);
+}
+
+TEST_F(AuditErrorTest, AFullDiskStopsTheJob) {
+    FullDisk disk(at("full"));
+    ASSERT_EQ(disk.error(), "");
+    // Control: with room for its log, the same job runs to its end.
+    Result control = run_confined("", denial_then_wait(5));
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_TRUE(exists(work() + "/ran"));
+    EXPECT_DENIAL(control, "open_read", kSshKey, "cat");
+    unlink((work() + "/ran").c_str());
+
+    Result r = run_confined("", denial_then_wait(5), {"--audit-log", at("full/audit.jsonl")});
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the job was stopped"), std::string::npos) << r.err;
+    EXPECT_FALSE(exists(work() + "/ran")) << "the job ran on with its denials unlogged";
+}
+
+TEST_F(AuditErrorTest, AReaderGoneStopsTheJob) {
+    for (bool reader : {true, false}) {
+        SCOPED_TRACE(reader ? "control: the pipe has a reader" : "the reader is gone");
+        int p[2];
+        ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+        if (!reader) close(p[0]);
+        Result r = run({.args = {"--audit-log", fmt::format("/dev/fd/{}", p[1])},
+                        .argv = {"/bin/sh", "-c", denial_then_wait(5)},
+                        .keep_fd = p[1]});
+        close(p[1]);
+        if (reader) {
+            char buf[65536];
+            ssize_t n = read(p[0], buf, sizeof buf);
+            close(p[0]);
+            EXPECT_EQ(r.status, 0) << r.describe();
+            EXPECT_TRUE(exists(work() + "/ran"));
+            EXPECT_NE(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0).find(kSshKey), std::string::npos);
+            unlink((work() + "/ran").c_str());
+        } else {
+            EXPECT_EQ(r.status, 125) << r.describe();
+            EXPECT_NE(r.err.find("Broken pipe"), std::string::npos) << r.err;
+            EXPECT_FALSE(exists(work() + "/ran")) << "the job ran on with its denials unlogged";
+        }
+    }
+}
+
+TEST_F(AuditErrorTest, ContinueRunsOnAndCountsWhatTheLogMissed) {
+    FullDisk disk(at("full"));
+    ASSERT_EQ(disk.error(), "");
+    const std::string log = at("full/audit.jsonl");
+    Started s = start({.args = {"--audit-log", log, "--on-audit-error", "continue"},
+                       .argv = {"/bin/sh", "-c",
+                                fmt::format("cat {} 2>/dev/null; touch first; while [ ! -e go ]; do sleep 0.1; done; "
+                                            "cat {} 2>/dev/null; touch ran",
+                                            kSshKey, kNotes)}});
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/first"); }, 60)) << "the job never started";
+    // confine reads the denial at once; a moment more to try its write.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    disk.free();
+    write_file(work() + "/go", "");
+    Result r = finish(s);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_TRUE(exists(work() + "/ran"));
+    EXPECT_NE(r.err.find("the job ran on"), std::string::npos) << r.err;
+    std::vector<AuditLine> lines = parse_audit(read_file(log));
+    ASSERT_GE(lines.size(), 2u) << read_file(log);
+    EXPECT_EQ(lines[0].str("op"), "lost") << lines[0].raw;
+    EXPECT_EQ(lines[0].str("reason"), "log_write_failed") << lines[0].raw;
+    EXPECT_EQ(lines[0].num("count"), 1) << lines[0].raw;
+    EXPECT_EQ(lines[1].str("op"), "open_read") << lines[1].raw;
+    EXPECT_EQ(lines[1].str("target"), kNotes) << lines[1].raw;
+}
+
+}  // namespace
+}  // namespace vmtest
