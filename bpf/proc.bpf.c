@@ -217,15 +217,26 @@ static __always_inline int refuse_mount(const char *source)
     job = current_job(&cgid);
     if (!job || confine_setup())
         return 0;
-    /* A source longer than a short event holds is cut. */
+    /* A short event first; a source that fills it goes again in a whole
+     * one (the verifier wants a constant size for each reservation). */
     e = event_reserve(job, cgid, CONFINE_OP_MOUNT, CONFINE_REASON_POLICY,
                       CONFINE_EVENT_SIZE(CONFINE_PATH_SHORT));
     if (e) {
         e->target_kind = CONFINE_TARGET_PATH;
         e->target.path[0] = 0;
-        if (source)
-            bpf_probe_read_kernel_str(e->target.path, CONFINE_PATH_SHORT, source);
-        bpf_ringbuf_submit(e, 0);
+        if (source &&
+            bpf_probe_read_kernel_str(e->target.path, CONFINE_PATH_SHORT, source) == CONFINE_PATH_SHORT) {
+            bpf_ringbuf_discard(e, 0);
+            e = event_reserve(job, cgid, CONFINE_OP_MOUNT, CONFINE_REASON_POLICY,
+                              CONFINE_EVENT_SIZE(CONFINE_PATH_MAX));
+            if (e) {
+                e->target_kind = CONFINE_TARGET_PATH;
+                e->target.path[0] = 0;
+                bpf_probe_read_kernel_str(e->target.path, CONFINE_PATH_MAX, source);
+            }
+        }
+        if (e)
+            bpf_ringbuf_submit(e, 0);
     }
     return verdict(job) == ALLOW ? 0 : -EPERM;
 }

@@ -1,7 +1,6 @@
 #include "loader/bpf_objects.h"
 
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/magic.h>
@@ -10,32 +9,21 @@
 #include <sys/vfs.h>
 
 #include <algorithm>
-#include <cstdarg>
 #include <filesystem>
 #include <map>
 #include <memory>
 
 #include "fs.skel.h"
 #include "loader/cgroup.h"
+#include "loader/cgroup_attach.h"
+#include "loader/kernel_variants.h"
+#include "loader/libbpf_log.h"
 #include "net.skel.h"
 #include "proc.skel.h"
 #include "proxy.skel.h"
 
 namespace confine {
 namespace {
-
-bool g_verbose = false;
-std::string g_log;  // recent libbpf output, for error messages
-
-int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
-    if (g_verbose) return vfprintf(stderr, fmt, args);
-    if (level == LIBBPF_DEBUG) return 0;
-    char line[1024];
-    int n = vsnprintf(line, sizeof line, fmt, args);
-    g_log += line;
-    if (g_log.size() > 4096) g_log.erase(0, g_log.size() - 4096);
-    return n;
-}
 
 // Which parent cgroup a feature's cgroup programs are attached to.
 enum class Parent { Jobs, Proxies };
@@ -79,55 +67,6 @@ Result<void> ensure_dir(const std::string& path) {
     return fail(Error::sys("bpf: mkdir " + path));
 }
 
-Error with_log(Error e) {
-    if (!g_log.empty()) e.message += "\nlibbpf said:\n" + g_log;
-    return e;
-}
-
-// A program named NAME_pre_6_3 stands in for NAME on kernels before 6.3,
-// whose hooks lack the struct mnt_idmap argument; exactly one of the two
-// loads.
-constexpr std::string_view kPre63 = "_pre_6_3";
-
-// Hooks that only newer kernels have, each with the program that covers
-// its path on older ones.
-struct OptionalHook {
-    std::string_view program, btf_func;
-};
-constexpr OptionalHook kOptionalHooks[] = {
-    // 6.8 ("lsm: new security_file_ioctl_compat() hook") split 32-bit
-    // ioctls off file_ioctl; before, file_ioctl sees them.
-    {"confine_file_ioctl_compat", "bpf_lsm_file_ioctl_compat"},
-    {"confine_fs_file_ioctl_compat", "bpf_lsm_file_ioctl_compat"},
-    // 6.17 ("fs: introduce file_getattr and file_setattr syscalls").
-    {"confine_inode_file_setattr", "bpf_lsm_inode_file_setattr"},
-    // 6.2 moved POSIX ACLs off the xattr hooks onto their own; before,
-    // inode_setxattr/inode_removexattr see them.
-    {"confine_inode_set_acl", "bpf_lsm_inode_set_acl"},
-    {"confine_inode_remove_acl", "bpf_lsm_inode_remove_acl"},
-};
-
-// The kernel's BTF, parsed once: it takes tens of milliseconds under TCG.
-// Only a load needs it; jobs that find the pins ready never parse it.
-bool kernel_has(const char* name, int kind) {
-    static const std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), btf__free);
-    return vmlinux && btf__find_by_name_kind(vmlinux.get(), name, kind) >= 0;
-}
-
-bool kernel_has_mnt_idmap() {
-    return kernel_has("mnt_idmap", BTF_KIND_STRUCT);
-}
-
-// Whether `prog` belongs on this kernel.
-bool belongs_here(bpf_object* obj, bpf_program* prog) {
-    std::string_view name = bpf_program__name(prog);
-    for (const OptionalHook& h : kOptionalHooks)
-        if (name == h.program) return kernel_has(std::string(h.btf_func).c_str(), BTF_KIND_FUNC);
-    if (name.ends_with(kPre63)) return !kernel_has_mnt_idmap();
-    std::string pre = std::string(name) + std::string(kPre63);
-    return !bpf_object__find_program_by_name(obj, pre.c_str()) || kernel_has_mnt_idmap();
-}
-
 // Global lsm programs are attached once, at load, through a pinned link: they
 // serve every job and outlive any one confine process.
 bool is_global(bpf_program* prog) {
@@ -161,7 +100,7 @@ Result<void> load_and_pin(bpf_object* obj, const char* name, const std::string& 
     bpf_object__for_each_program(prog, obj) bpf_program__set_autoload(prog, belongs_here(obj, prog));
     // Maps are created and pinned by name, or reused if already pinned.
     if (int err = bpf_object__load(obj); err)
-        return fail(with_log(Error::sys(std::string("bpf: loading object ") + name, -err)));
+        return fail(with_libbpf_log(Error::sys(std::string("bpf: loading object ") + name, -err)));
     bpf_program* marked = nullptr;
     bpf_object__for_each_program(prog, obj) {
         if (!bpf_program__autoload(prog)) continue;
@@ -169,77 +108,21 @@ Result<void> load_and_pin(bpf_object* obj, const char* name, const std::string& 
         int err;
         if (is_global(prog)) {
             bpf_link* link = bpf_program__attach_lsm(prog);
-            if (!link) return fail(with_log(Error::sys(std::string("bpf: attaching ") + bpf_program__name(prog))));
+            if (!link)
+                return fail(with_libbpf_log(Error::sys(std::string("bpf: attaching ") + bpf_program__name(prog))));
             err = replace_pin(pin, [&](const char* at) { return bpf_link__pin(link, at); });
             bpf_link__disconnect(link);  // the pin keeps it attached
             bpf_link__destroy(link);
         } else {
             err = replace_pin(pin, [&](const char* at) { return bpf_program__pin(prog, at); });
         }
-        if (err) return fail(with_log(Error::sys("bpf: pinning " + pin, -err)));
+        if (err) return fail(with_libbpf_log(Error::sys("bpf: pinning " + pin, -err)));
         marked = prog;
     }
     // The marker is a second pin of a program: bpffs holds nothing else.
     std::string marker = ready_marker(dir, name);
     if (!marked || replace_pin(marker, [&](const char* at) { return bpf_program__pin(marked, at); }) != 0)
-        return fail(with_log(Error::sys("bpf: pinning " + marker)));
-    return {};
-}
-
-uint32_t prog_id(int prog_fd) {
-    bpf_prog_info info{};
-    uint32_t len = sizeof info;
-    return bpf_obj_get_info_by_fd(prog_fd, &info, &len) == 0 ? info.id : 0;
-}
-
-// The ids of the programs attached to the cgroup with `type`. A failed
-// query is an error, never "none": attach_to_parent would attach twice, and
-// detach_stale would leave a stale program running.
-Result<std::vector<uint32_t>> attached_ids(int cgroup_fd, bpf_attach_type type) {
-    // For lsm_cgroup the kernel returns ids only with their attach flags.
-    uint32_t ids[64], flags[64];
-    LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ids, .prog_cnt = 64, .prog_attach_flags = flags);
-    if (bpf_prog_query_opts(cgroup_fd, type, &q) != 0)
-        return fail(Error::sys(fmt::format("bpf: querying the programs attached to confine's parent cgroup "
-                                           "(attach type {})",
-                                           static_cast<int>(type)))
-                        .hint("ENOSPC means more than 64 are attached: remove the build's cgroup under "
-                              "/sys/fs/cgroup/confine once no job runs"));
-    return std::vector<uint32_t>(ids, ids + q.prog_cnt);
-}
-
-// Attaches a cgroup program to a parent cgroup, unless it is already
-// (attaching it twice fails with EINVAL, like a full hook budget would).
-// The attachment lives as long as that cgroup, whatever becomes of confine.
-Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type type, int cgroup_fd) {
-    auto attached = attached_ids(cgroup_fd, type);
-    if (!attached) return fail(attached.error());
-    if (std::ranges::count(*attached, prog_id(prog_fd)) ||
-        bpf_prog_attach(prog_fd, cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0)
-        return {};
-    Error e = Error::sys(std::string("bpf: attaching program ") + name + " to confine's parent cgroup");
-    if (errno == EINVAL)
-        return fail(
-            std::move(e).hint("The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "
-                              "can carry lsm_cgroup programs machine-wide"));
-    return fail(e);
-}
-
-// Detaches from a parent cgroup every program of these types that
-// is not in `keep`: what a load interrupted after attaching left there. Its
-// programs would run next to their replacements, with globals of their own.
-Result<void> detach_stale(int cgroup_fd, const std::map<bpf_attach_type, std::vector<uint32_t>>& keep) {
-    for (const auto& [type, ids] : keep) {
-        auto attached = attached_ids(cgroup_fd, type);
-        if (!attached) return fail(attached.error());
-        for (uint32_t id : *attached) {
-            if (std::ranges::count(ids, id)) continue;
-            Fd fd(bpf_prog_get_fd_by_id(id));
-            if (!fd || bpf_prog_detach2(fd.get(), cgroup_fd, type) != 0)
-                return fail(Error::sys(fmt::format("bpf: detaching stale program {} from confine's parent cgroup", id))
-                                .hint("Remove the build's cgroup under /sys/fs/cgroup/confine once no job runs"));
-        }
-    }
+        return fail(with_libbpf_log(Error::sys("bpf: pinning " + marker)));
     return {};
 }
 
@@ -252,7 +135,7 @@ Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_f
     const void* bytes = f.elf(&size);
     LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = f.name, .pin_root_path = dir.c_str());
     ObjectPtr obj(bpf_object__open_mem(bytes, size, &opts), bpf_object__close);
-    if (!obj) return fail(with_log(Error::sys(std::string("bpf: opening object ") + f.name)));
+    if (!obj) return fail(with_libbpf_log(Error::sys(std::string("bpf: opening object ") + f.name)));
 
     if (access(ready_marker(dir, f.name).c_str(), F_OK) != 0) {
         if (auto r = load_and_pin(obj.get(), f.name, dir); !r) return r;
@@ -295,11 +178,6 @@ void collect_other_builds(const std::string& top, const std::string& keep, const
 }
 
 }  // namespace
-
-void set_libbpf_verbose(bool verbose) {
-    g_verbose = verbose;
-    libbpf_set_print(libbpf_print);
-}
 
 Result<BpfObjects> BpfObjects::open() {
     struct statfs fs {};

@@ -39,10 +39,6 @@ private:
     std::array<Fd, static_cast<size_t>(Map::Count)> maps_;
 };
 
-// Routes libbpf's messages: to stderr when verbose, otherwise kept so that a
-// failure can show the last lines (the verifier's verdict).
-void set_libbpf_verbose(bool verbose);
-
 // bpffs root; confine's objects live below <root>/confine/<build tag>/.
 inline constexpr const char* kBpffs = "/sys/fs/bpf";
 

@@ -130,13 +130,61 @@ std::string write_all(int fd, std::string_view s) {
     return "";
 }
 
+int error(const Error& e) {
+    fmt::print(stderr, "confine: {}\n", e.message);
+    return kExitFailure;
+}
+
+// The daemon's messages until the job's exit status: audit lines written
+// to AUDIT, errors to stderr; signals (on SFD) passed on.
+int relay(int sock, int sfd, int audit, const RunOptions& o) {
+    const std::string log_name = o.audit_log.empty() ? "stderr" : o.audit_log;
+    std::string audit_failure;  // the first write that failed
+    uint64_t unwritten = 0;
+    for (;;) {
+        pollfd pfds[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
+        if (poll(pfds, 2, -1) < 0 && errno != EINTR) return error(Error::sys("run: poll"));
+        if (pfds[1].revents & POLLIN) {
+            signalfd_siginfo si{};
+            while (read(sfd, &si, sizeof si) == sizeof si)
+                (void)wire::send(sock, wire::Type::Signal, std::to_string(si.ssi_signo));
+        }
+        if (!pfds[0].revents) continue;
+        auto m = wire::receive(sock);
+        if (!m) return error(m.error());
+        if (!*m) return error(Error::msg("run: the daemon closed the connection before the job's status"));
+        switch ((*m)->type) {
+            case wire::Type::Audit:
+                if (std::string why = write_all(audit, (*m)->payload); !why.empty()) {
+                    // As a run as root does (--on-audit-error): returning
+                    // closes the connection, which ends the job; or it runs on.
+                    if (o.on_audit_error == AuditErrorAction::Kill)
+                        return error(
+                            Error::msg(
+                                fmt::format("audit: writing the audit log to {} failed ({}); the job was stopped",
+                                            log_name, why))
+                                .hint("Give the log room or a reader; --on-audit-error continue lets jobs "
+                                      "run on"));
+                    if (audit_failure.empty()) audit_failure = why;
+                    unwritten++;
+                }
+                break;
+            case wire::Type::Error: fmt::print(stderr, "confine: {}\n", (*m)->payload); break;
+            case wire::Type::Exit:
+                if (unwritten)
+                    fmt::print(stderr,
+                               "confine: audit: writing the audit log to {} failed ({}); {} lines were not written; "
+                               "the job ran on\n",
+                               log_name, audit_failure, unwritten);
+                return atoi((*m)->payload.c_str());
+            default: return error(Error::msg("run: the daemon sent a message of an unknown type"));
+        }
+    }
+}
+
 }  // namespace
 
 int run_through_daemon(const RunOptions& o) {
-    auto error = [](const Error& e) {
-        fmt::print(stderr, "confine: {}\n", e.message);
-        return kExitFailure;
-    };
     auto p = prepare(o);
     if (!p) return error(p.error());
     std::string payload = wire::encode(p->request);
@@ -167,49 +215,7 @@ int run_through_daemon(const RunOptions& o) {
     if (auto r = wire::send(sock->get(), wire::Type::Request, payload, fds); !r) return error(r.error());
     p->workdir.reset();
 
-    const int audit = p->audit ? p->audit.get() : STDERR_FILENO;
-    const std::string log_name = o.audit_log.empty() ? "stderr" : o.audit_log;
-    std::string audit_failure;  // the first write that failed
-    uint64_t unwritten = 0;
-    for (;;) {
-        pollfd pfds[2] = {{sock->get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
-        if (poll(pfds, 2, -1) < 0 && errno != EINTR) return error(Error::sys("run: poll"));
-        if (pfds[1].revents & POLLIN) {
-            signalfd_siginfo si{};
-            while (read(sfd.get(), &si, sizeof si) == sizeof si)
-                (void)wire::send(sock->get(), wire::Type::Signal, std::to_string(si.ssi_signo));
-        }
-        if (!pfds[0].revents) continue;
-        auto m = wire::receive(sock->get());
-        if (!m) return error(m.error());
-        if (!*m) return error(Error::msg("run: the daemon closed the connection before the job's status"));
-        switch ((*m)->type) {
-            case wire::Type::Audit:
-                if (std::string why = write_all(audit, (*m)->payload); !why.empty()) {
-                    // As a run as root does (--on-audit-error): closing the
-                    // connection ends the job; or it runs on.
-                    if (o.on_audit_error == AuditErrorAction::Kill)
-                        return error(
-                            Error::msg(
-                                fmt::format("audit: writing the audit log to {} failed ({}); the job was stopped",
-                                            log_name, why))
-                                .hint("Give the log room or a reader; --on-audit-error continue lets jobs "
-                                      "run on"));
-                    if (audit_failure.empty()) audit_failure = why;
-                    unwritten++;
-                }
-                break;
-            case wire::Type::Error: fmt::print(stderr, "confine: {}\n", (*m)->payload); break;
-            case wire::Type::Exit:
-                if (unwritten)
-                    fmt::print(stderr,
-                               "confine: audit: writing the audit log to {} failed ({}); {} lines were not written; "
-                               "the job ran on\n",
-                               log_name, audit_failure, unwritten);
-                return atoi((*m)->payload.c_str());
-            default: return error(Error::msg("run: the daemon sent a message of an unknown type"));
-        }
-    }
+    return relay(sock->get(), sfd.get(), p->audit ? p->audit.get() : STDERR_FILENO, o);
 }
 
 }  // namespace confine

@@ -14,6 +14,7 @@
 #include "loader/audit_summary.h"
 #include "loader/bpf_objects.h"
 #include "loader/daemon.h"
+#include "loader/libbpf_log.h"
 #include "loader/probe.h"
 #include "loader/run.h"
 #include "loader/suggest.h"

@@ -326,75 +326,6 @@ private:
     std::chrono::steady_clock::time_point next_;
 };
 
-// Waits for the job's main process while writing its audit events, and
-// forwards termination requests to it. A job still running at its timeout
-// (0: none) is ended (Deadline); `timed_out` says so, and the status is then
-// kExitTimeout whatever the main process's own.
-// A daemon client (`client` >= 0) sends signals as messages; its going
-// away ends the job.
-int supervise(const Child& child, JobRing& ring, const JobPolicy& pol, uint64_t cgid, uint64_t& reported_lost,
-              JobCgroup& cg, JobProxy* proxy, int client, uint64_t timeout_s, bool kill_on_audit_error,
-              bool& timed_out) {
-    AuditLog& log = ring.log();
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
-    Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
-    Deadline deadline(timeout_s);
-    bool proxy_lost = false, audit_failed = false;
-
-    for (;;) {
-        pollfd fds[5] = {{child.pidfd.get(), POLLIN, 0},
-                         {ring.poll_fd(), POLLIN, 0},
-                         {sfd.get(), POLLIN, 0},
-                         {proxy ? proxy->log_fd() : -1, POLLIN, 0},
-                         {client, POLLIN, 0}};
-        if (poll(fds, 5, deadline.wait_ms(1000)) < 0 && errno != EINTR) break;
-        ring.drain();
-        if (proxy) proxy->drain(log);
-        if (proxy && proxy->exited() && !proxy_lost) {
-            // Fail closed: without its proxy the job has no way out, and its
-            // connect rule names a port any local process may take now.
-            proxy_lost = true;
-            log.proxy(cgid, "", "proxy_exited");
-            fmt::print(stderr,
-                       "confine: the job's proxy (tinyproxy, for network.domains) exited while the job ran; "
-                       "stopping the job (the kernel log says if it ran out of its memory limit)\n");
-            if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
-        }
-        report_lost(pol, log, cgid, reported_lost);
-        if (log.failure() && kill_on_audit_error && !audit_failed) {
-            // Denials nobody can see are denials nobody audits: the job
-            // stops (run() says why once it has ended).
-            audit_failed = true;
-            if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
-        }
-        if (fds[2].revents & POLLIN) {
-            signalfd_siginfo si{};
-            // The job has its own session, so Ctrl-C at the caller's
-            // terminal reaches confine only: pass every request on.
-            while (read(sfd.get(), &si, sizeof si) == sizeof si) kill(child.pid, static_cast<int>(si.ssi_signo));
-        }
-        if (fds[4].revents) {
-            auto m = wire::receive(client);
-            if (m && *m && (*m)->type == wire::Type::Signal) {
-                int sig = atoi((*m)->payload.c_str());
-                if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) kill(child.pid, sig);
-            } else if (!m || !*m) {
-                // The client is gone: nobody is left to read the job's audit
-                // lines or status, so the job ends.
-                client = -1;
-                if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
-            }
-        }
-        if (fds[0].revents & POLLIN) break;
-        deadline.step(child, cg);
-    }
-    int status = wait_status(child);
-    timed_out = deadline.expired();
-    return proxy_lost || audit_failed ? kExitFailure : timed_out ? kExitTimeout : status;
-}
-
 // One `limit` record for each limit the job hit.
 void report_limits(AuditLog& log, const JobCgroup& cg, bool timed_out) {
     const LimitHits& h = cg.hits();
@@ -526,137 +457,196 @@ Result<policy::Compiled> compile_for(const RunOptions& o, const policy::Policy& 
     return policy::intersect(*c, *ceiling);
 }
 
-}  // namespace
+// Who runs what, where: settled before anything is made.
+struct Target {
+    policy::Policy policy;  // with --mode and --timeout applied
+    std::string id, unit;   // the job id; the name of its cgroup and directories
+    User user;
+    std::string workdir;
+};
 
-int run(const RunOptions& o) {
-    auto pol = job_policy(o);
-    if (!pol) {
-        fmt::print(stderr, "{}\n", pol.error().message);
-        return kExitFailure;
-    }
-    if (o.mode) pol->mode = *o.mode;
-    if (o.timeout_s) pol->limits.timeout_s = *o.timeout_s;
-    std::string job = o.job_id.empty() ? random_job_id() : o.job_id;
-    if (!valid_job_id(job)) {
-        print_error(Error::msg("run: invalid --job-id '" + job + "'").hint("Use 1-64 of [A-Za-z0-9._-]"));
-        return kExitFailure;
-    }
+Result<Target> resolve_target(const RunOptions& o, policy::Policy pol) {
+    if (o.mode) pol.mode = *o.mode;
+    if (o.timeout_s) pol.limits.timeout_s = *o.timeout_s;
+    std::string id = o.job_id.empty() ? random_job_id() : o.job_id;
+    if (!valid_job_id(id))
+        return fail(Error::msg("run: invalid --job-id '" + id + "'").hint("Use 1-64 of [A-Za-z0-9._-]"));
     // A daemon's jobs are named per caller: no caller can take (or block)
     // another's job id.
-    const std::string unit = o.served ? fmt::format("u{}.{}", o.served->caller, job) : job;
+    std::string unit = o.served ? fmt::format("u{}.{}", o.served->caller, id) : id;
     auto user = target_user(o);
-    Result<std::string> workdir = fail(Error::msg(""));
-    if (user) {
-        AsUser as(o.served ? &*user : nullptr);
-        workdir = resolve_workdir(o.workdir);
-    }
-    for (const Error* e : {user ? nullptr : &user.error(), workdir ? nullptr : &workdir.error()})
-        if (e) {
-            print_error(*e);
-            return kExitFailure;
-        }
+    if (!user) return fail(user.error());
+    AsUser as(o.served ? &*user : nullptr);
+    auto workdir = resolve_workdir(o.workdir);
+    if (!workdir) return fail(workdir.error());
+    return Target{std::move(pol), std::move(id), std::move(unit), std::move(*user), std::move(*workdir)};
+}
 
-    if (o.print_policy) {
-        // Compiled against directories made as the run makes them, so the
-        // paths are the ones a run enforces (bar the random suffix).
-        auto dirs = PrivateDirs::create(unit, nullptr, false);
-        if (!dirs) {
-            print_error(dirs.error());
-            return kExitFailure;
-        }
-        AsUser as(o.served ? &*user : nullptr);
-        auto compiled = compile_for(o, *pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
-        if (!compiled) {
-            print_error(compiled.error());
-            return kExitFailure;
-        }
-        fmt::print("{}", policy::render(*compiled));
-        fflush(stdout);
-        return 0;
-    }
-    if (o.command.empty()) {
-        print_error(Error::msg("run: no command").hint("Usage: confine run [OPTIONS] -- CMD [ARG...]"));
-        return kExitFailure;
-    }
+int failed(const Error& e) {
+    print_error(e);
+    return kExitFailure;
+}
 
-    // Every step below must succeed before the job exists: nothing runs
-    // half-confined.
-    if (auto r = check_kernel(); !r) {
-        print_error(r.error());
-        return kExitFailure;
-    }
-    // The daemon loaded them once; a run as root loads (or finds) them now.
-    std::optional<BpfObjects> own_objs;
-    if (!o.served) {
-        auto opened = BpfObjects::open();
-        if (!opened) {
-            print_error(explain_load_failure(opened.error()));
-            return kExitFailure;
-        }
-        own_objs.emplace(std::move(*opened));
-    }
-    const BpfObjects* objs = o.served ? o.served->objs : &*own_objs;
-    collect_orphan_proxies(*objs);
-    auto dirs = PrivateDirs::create(unit, &*user, o.keep_dirs);
-    if (!dirs) {
-        print_error(dirs.error());
-        return kExitFailure;
-    }
-    std::optional<AsUser> as(std::in_place, o.served ? &*user : nullptr);
-    auto compiled = compile_for(o, *pol, {*workdir, dirs->home(), dirs->tmp(), user->home});
-    if (!compiled) {
-        print_error(compiled.error());
-        return kExitFailure;
-    }
+// --print-policy: compiled against directories made as the run makes
+// them, so the paths are the ones a run enforces (bar the random suffix).
+int print_policy(const RunOptions& o, const Target& t) {
+    auto dirs = PrivateDirs::create(t.unit, nullptr, false);
+    if (!dirs) return failed(dirs.error());
+    AsUser as(o.served ? &t.user : nullptr);
+    auto compiled = compile_for(o, t.policy, {t.workdir, dirs->home(), dirs->tmp(), t.user.home});
+    if (!compiled) return failed(compiled.error());
+    fmt::print("{}", policy::render(*compiled));
+    fflush(stdout);
+    return 0;
+}
+
+// What a job is while it runs, made in this order by build_job(). The
+// members end in reverse: the policy's map entries, the proxy, the cgroup
+// (whatever is left in it killed), the ring and its audit log, and last
+// the private directories.
+struct Job {
+    PrivateDirs dirs;
+    policy::Compiled compiled;
+    bool stderr_to_stdout;  // the audit log is confine's stderr: the job's joins its stdout
+    JobRing ring;
+    JobCgroup cg;
+    std::unique_ptr<JobProxy> proxy;
+    JobPolicy policy;
+};
+
+// What supervise() leaves for finish_job().
+struct Outcome {
+    int status = 0;
+    uint64_t reported_lost = 0;
+    bool timed_out = false;
+};
+
+// As the job's user (in a daemon's worker): the policy compiled, HOME
+// seeded, and the audit log checked to be out of the job's reach; returns
+// whether the job's stderr joins its stdout.
+Result<bool> prepare_as_user(const RunOptions& o, const Target& t, const PrivateDirs& dirs,
+                             std::optional<policy::Compiled>& compiled) {
+    AsUser as(o.served ? &t.user : nullptr);
+    auto c = compile_for(o, t.policy, {t.workdir, dirs.home(), dirs.tmp(), t.user.home});
+    if (!c) return fail(c.error());
+    compiled = std::move(*c);
     if (!o.seed_home.empty())
-        if (auto r = seed_home(o.seed_home, dirs->home(), *user, *compiled); !r) {
-            print_error(r.error());
-            return kExitFailure;
-        }
+        if (auto r = seed_home(o.seed_home, dirs.home(), t.user, *compiled); !r) return fail(r.error());
     // A daemon's client keeps its stdio apart from its log itself; its log
     // file must still be out of the job's reach.
-    Result<bool> stderr_to_stdout = false;
-    if (!o.served)
-        stderr_to_stdout = audit_apart_from_job(o.audit_log, *compiled);
-    else if (auto r = audit_outside_writable_set(o.audit_log, *compiled); !r)
-        stderr_to_stdout = fail(r.error());
-    as.reset();
+    if (!o.served) return audit_apart_from_job(o.audit_log, *compiled);
+    if (auto r = audit_outside_writable_set(o.audit_log, *compiled); !r) return fail(r.error());
+    return false;
+}
+
+Result<Job> build_job(const RunOptions& o, const Target& t, const BpfObjects& objs) {
+    auto dirs = PrivateDirs::create(t.unit, &t.user, o.keep_dirs);
+    if (!dirs) return fail(dirs.error());
+    std::optional<policy::Compiled> compiled;
+    auto stderr_to_stdout = prepare_as_user(o, t, *dirs, compiled);
+    if (!stderr_to_stdout) return fail(stderr_to_stdout.error());
     const bool audit_mode = compiled->mode == policy::Mode::Audit;
     // A daemon's worker writes to the journal itself: its entries then
     // carry root's trusted fields, which no client or job can forge.
-    auto log = !stderr_to_stdout                     ? fail(stderr_to_stdout.error())
-               : o.served && o.audit_log != kJournal ? AuditLog::to_client(o.served->connection, job, audit_mode)
-                                                     : AuditLog::open(o.audit_log, job, audit_mode);
-    if (!log) {
-        print_error(log.error());
-        return kExitFailure;
-    }
+    auto log = o.served && o.audit_log != kJournal ? AuditLog::to_client(o.served->connection, t.id, audit_mode)
+                                                   : AuditLog::open(o.audit_log, t.id, audit_mode);
+    if (!log) return fail(log.error());
     auto ring = JobRing::create(std::move(*log));
+    if (!ring) return fail(ring.error());
     // The cgroup inherits this build's programs from its parent the moment
     // it exists; they deny everything until the policy below is in place.
-    auto cg = ring ? JobCgroup::create(objs->jobs_parent(), unit) : fail(ring.error());
+    auto cg = JobCgroup::create(objs.jobs_parent(), t.unit);
+    if (!cg) return fail(cg.error());
     // Limits are in place before the job's first process exists.
-    if (cg)
-        if (auto r = cg->set_limits(compiled->limits); !r) cg = fail(r.error());
+    if (auto r = cg->set_limits(compiled->limits); !r) return fail(r.error());
     // The proxy listens before the job starts, and only the job gets a
     // rule for its port.
     std::unique_ptr<JobProxy> proxy;
-    if (cg && !compiled->domains.empty()) {
-        auto started = JobProxy::start(*objs, cg->id(), unit, compiled->domains, compiled->mode == policy::Mode::Audit,
-                                       dirs->proxy());
-        if (started) {
-            proxy = std::move(*started);
-            compiled->connect.push_back(proxy->endpoint());
-        } else {
-            cg = fail(started.error());
-        }
+    if (!compiled->domains.empty()) {
+        auto started = JobProxy::start(objs, cg->id(), t.unit, compiled->domains, audit_mode, dirs->proxy());
+        if (!started) return fail(started.error());
+        proxy = std::move(*started);
+        compiled->connect.push_back(proxy->endpoint());
     }
-    auto installed = cg ? JobPolicy::install(*objs, cg->id(), *compiled, ring->map_fd()) : fail(cg.error());
-    if (!installed) {
-        print_error(installed.error());
-        return kExitFailure;
-    }
+    auto installed = JobPolicy::install(objs, cg->id(), *compiled, ring->map_fd());
+    if (!installed) return fail(installed.error());
+    return Job{std::move(*dirs), std::move(*compiled), *stderr_to_stdout,    std::move(*ring),
+               std::move(*cg),   std::move(proxy),     std::move(*installed)};
+}
 
+// Waits for the job's main process while writing its audit events, and
+// forwards termination requests to it. A job still running at its timeout
+// (0: none) is ended (Deadline); `out.timed_out` says so, and the status is
+// then kExitTimeout whatever the main process's own.
+// A daemon client sends signals as messages; its going away ends the job.
+void supervise(const Child& child, Job& job, const RunOptions& o, Outcome& out) {
+    AuditLog& log = job.ring.log();
+    JobCgroup& cg = job.cg;
+    JobProxy* proxy = job.proxy.get();
+    const uint64_t cgid = cg.id();
+    const bool kill_on_audit_error = o.on_audit_error == AuditErrorAction::Kill;
+    int client = o.served ? o.served->connection : -1;
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
+    Fd sfd(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
+    Deadline deadline(job.compiled.limits.timeout_s);
+    bool proxy_lost = false, audit_failed = false;
+
+    for (;;) {
+        pollfd fds[5] = {{child.pidfd.get(), POLLIN, 0},
+                         {job.ring.poll_fd(), POLLIN, 0},
+                         {sfd.get(), POLLIN, 0},
+                         {proxy ? proxy->log_fd() : -1, POLLIN, 0},
+                         {client, POLLIN, 0}};
+        if (poll(fds, 5, deadline.wait_ms(1000)) < 0 && errno != EINTR) break;
+        job.ring.drain();
+        if (proxy) proxy->drain(log);
+        if (proxy && proxy->exited() && !proxy_lost) {
+            // Fail closed: without its proxy the job has no way out, and its
+            // connect rule names a port any local process may take now.
+            proxy_lost = true;
+            log.proxy(cgid, "", "proxy_exited");
+            fmt::print(stderr,
+                       "confine: the job's proxy (tinyproxy, for network.domains) exited while the job ran; "
+                       "stopping the job (the kernel log says if it ran out of its memory limit)\n");
+            if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
+        }
+        report_lost(job.policy, log, cgid, out.reported_lost);
+        if (log.failure() && kill_on_audit_error && !audit_failed) {
+            // Denials nobody can see are denials nobody audits: the job
+            // stops (run() says why once it has ended).
+            audit_failed = true;
+            if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
+        }
+        if (fds[2].revents & POLLIN) {
+            signalfd_siginfo si{};
+            // The job has its own session, so Ctrl-C at the caller's
+            // terminal reaches confine only: pass every request on.
+            while (read(sfd.get(), &si, sizeof si) == sizeof si) kill(child.pid, static_cast<int>(si.ssi_signo));
+        }
+        if (fds[4].revents) {
+            auto m = wire::receive(client);
+            if (m && *m && (*m)->type == wire::Type::Signal) {
+                int sig = atoi((*m)->payload.c_str());
+                if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) kill(child.pid, sig);
+            } else if (!m || !*m) {
+                // The client is gone: nobody is left to read the job's audit
+                // lines or status, so the job ends.
+                client = -1;
+                if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
+            }
+        }
+        if (fds[0].revents & POLLIN) break;
+        deadline.step(child, cg);
+    }
+    const int status = wait_status(child);
+    out.timed_out = deadline.expired();
+    out.status = proxy_lost || audit_failed ? kExitFailure : out.timed_out ? kExitTimeout : status;
+}
+
+// Starts the job's command in its cgroup and supervises it to its end.
+Outcome run_job(const RunOptions& o, const Target& t, Job& job) {
     // Signals that should end the job reach confine through a signalfd;
     // blocked from here on so none is lost between spawn and poll.
     sigset_t sigs;
@@ -665,46 +655,43 @@ int run(const RunOptions& o) {
     sigprocmask(SIG_BLOCK, &sigs, nullptr);
 
     const group* tty = getgrnam("tty");
-    LaunchSpec spec{
-        o.command,
-        job_environment(*compiled, dirs->home(), dirs->tmp(), proxy.get(), o.served ? &o.served->env : nullptr),
-        *workdir,
-        user->uid,
-        user->gid,
-        user->groups,
-        cg->fd(),
-        tty ? tty->gr_gid : 0,
-        o.served            ? o.served->job_stderr
-        : *stderr_to_stdout ? STDOUT_FILENO
-                            : STDERR_FILENO};
-    int status;
-    uint64_t reported_lost = 0;
-    bool timed_out = false;
+    LaunchSpec spec{o.command,
+                    job_environment(job.compiled, job.dirs.home(), job.dirs.tmp(), job.proxy.get(),
+                                    o.served ? &o.served->env : nullptr),
+                    t.workdir,
+                    t.user.uid,
+                    t.user.gid,
+                    t.user.groups,
+                    job.cg.fd(),
+                    tty ? tty->gr_gid : 0,
+                    o.served               ? o.served->job_stderr
+                    : job.stderr_to_stdout ? STDOUT_FILENO
+                                           : STDERR_FILENO};
+    Outcome out;
     if (auto child = spawn(spec); child) {
-        status = supervise(*child, *ring, *installed, cg->id(), reported_lost, *cg, proxy.get(),
-                           o.served ? o.served->connection : -1, compiled->limits.timeout_s,
-                           o.on_audit_error == AuditErrorAction::Kill, timed_out);
+        supervise(*child, job, o, out);
     } else {
         print_error(child.error());
-        status = child.error().err == ENOENT ? kExitNotFound : kExitCannotRun;
+        out.status = child.error().err == ENOENT ? kExitNotFound : kExitCannotRun;
     }
+    return out;
+}
 
-    if (auto r = cg->kill_and_remove(); !r) {
-        print_error(r.error());
-        status = kExitFailure;
-    }
-    AuditLog& audit = ring->log();
-    audit.deliver_rest(cg->id());
-    if (proxy)
-        if (auto r = proxy->stop(audit); !r) {
-            print_error(r.error());
-            status = kExitFailure;
-        }
-    ring->drain();
+// Once the job's command has ended: everything left in the job killed, and
+// its last records written; returns the exit status.
+int finish_job(const RunOptions& o, Job& job, Outcome out) {
+    int status = out.status;
+    if (auto r = job.cg.kill_and_remove(); !r) status = failed(r.error());
+    AuditLog& audit = job.ring.log();
+    const uint64_t cgid = job.cg.id();
+    audit.deliver_rest(cgid);
+    if (job.proxy)
+        if (auto r = job.proxy->stop(audit); !r) status = failed(r.error());
+    job.ring.drain();
     audit.flush_repeats();
-    report_lost(*installed, audit, cg->id(), reported_lost);
-    if (uint64_t n = installed->inbound()) audit.inbound(cg->id(), n);
-    report_limits(audit, *cg, timed_out);
+    report_lost(job.policy, audit, cgid, out.reported_lost);
+    if (uint64_t n = job.policy.inbound()) audit.inbound(cgid, n);
+    report_limits(audit, job.cg, out.timed_out);
     if (const auto& why = audit.failure()) {
         const bool stop = o.on_audit_error == AuditErrorAction::Kill;
         print_error(Error::msg(fmt::format("audit: writing the audit log to {} failed ({}); {}", audit.destination(),
@@ -714,6 +701,38 @@ int run(const RunOptions& o) {
         if (stop) status = kExitFailure;
     }
     return status;
+}
+
+}  // namespace
+
+int run(const RunOptions& o) {
+    // A policy's diagnostics are FILE:LINE:COL lines of their own.
+    auto pol = job_policy(o);
+    if (!pol) {
+        fmt::print(stderr, "{}\n", pol.error().message);
+        return kExitFailure;
+    }
+    auto target = resolve_target(o, std::move(*pol));
+    if (!target) return failed(target.error());
+    if (o.print_policy) return print_policy(o, *target);
+    if (o.command.empty())
+        return failed(Error::msg("run: no command").hint("Usage: confine run [OPTIONS] -- CMD [ARG...]"));
+
+    // Every step below must succeed before the job exists: nothing runs
+    // half-confined.
+    if (auto r = check_kernel(); !r) return failed(r.error());
+    // The daemon loaded them once; a run as root loads (or finds) them now.
+    std::optional<BpfObjects> own_objs;
+    if (!o.served) {
+        auto opened = BpfObjects::open();
+        if (!opened) return failed(explain_load_failure(opened.error()));
+        own_objs.emplace(std::move(*opened));
+    }
+    const BpfObjects& objs = o.served ? *o.served->objs : *own_objs;
+    collect_orphan_proxies(objs);
+    auto job = build_job(o, *target, objs);
+    if (!job) return failed(job.error());
+    return finish_job(o, *job, run_job(o, *target, *job));
 }
 
 }  // namespace confine

@@ -438,6 +438,23 @@ private:
     std::string path_;
 };
 
+// A mount's source is the job's string, logged whole however long (past
+// what a short event holds).
+TEST_F(BoundaryMoreTest, ALongMountSourceIsLoggedWhole) {
+    const std::string w = work();
+    const std::string long_dir = fmt::format("{}/{}/{}", kUserHome, std::string(150, 'd'), std::string(150, 'e'));
+    ASSERT_EQ(run_unconfined("mkdir -p " + long_dir).status, 0);
+    make_dir(w + "/x");
+    const std::string cmd = fmt::format("unshare -Urm mount -n --bind {} {}/x", long_dir, w);
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.status, 0) << control.describe();
+
+    Result r = run_confined(make_policy({.user_namespaces = true}), cmd);
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_DENIAL(r, "mount", long_dir, "mount");
+    run_root("rm -rf " + std::string(kUserHome) + "/" + std::string(150, 'd'));
+}
+
 // clone3(CLONE_INTO_CGROUP) picks the child's cgroup by an fd (O_PATH will
 // do), and the kernel then asks only for write permission on the target's
 // cgroup.procs, which a root job has without any capability. A child born

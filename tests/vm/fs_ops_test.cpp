@@ -115,14 +115,6 @@ std::optional<FileState> state(const std::string& path) {
     return FileState{st.st_size, st.st_mode, st.st_mtim, st.st_ctim};
 }
 
-// Inserts `exec = [...]` into a make_policy() policy.
-std::string with_exec(std::string policy, const std::vector<std::string>& exec) {
-    std::string list = "[";
-    for (const auto& e : exec) list += (list.size() > 1 ? ", \"" : "\"") + e + "\"";
-    policy.insert(policy.find("\n\n[network]"), "\nexec = " + list + "]");
-    return policy;
-}
-
 // Undoes root's mounts even when an assertion ends the test early (SetUp's
 // remove_all must never walk into a bind mount of ~/.ssh).
 struct Mounts {
@@ -529,7 +521,7 @@ std::string runtime_dir() {
 TEST_F(FsOpsTest, ExecListAllowsOnlyItsPrograms) {
     std::vector<std::string> list = exec_list();
     list.push_back(runtime_dir());
-    const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), list);
+    const std::string policy = make_policy({.write = {"/dev/null"}, .exec = list});
     const std::string cmd = "/usr/bin/true && echo true-ran; /usr/bin/ls / >/dev/null && echo ls-ran; true";
     Result control = run_unconfined(cmd);
     ASSERT_EQ(control.out, "true-ran\nls-ran\n") << control.describe();
@@ -548,7 +540,7 @@ TEST_F(FsOpsTest, ExecListCoversTheLibrariesAProgramMaps) {
     const std::string loader = fs::canonical("/lib64/ld-linux-x86-64.so.2").string();
     std::vector<std::string> list = exec_list();
     list.push_back(loader);
-    const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), list);
+    const std::string policy = make_policy({.write = {"/dev/null"}, .exec = list});
     const std::string cmd = "echo sh-ran";
     Result control = run_unconfined(cmd);
     ASSERT_EQ(control.out, "sh-ran\n") << control.describe();
@@ -567,7 +559,7 @@ TEST_F(FsOpsTest, ExecListDeniesUnlistedInterpreters) {
     std::vector<std::string> list = exec_list();
     list.push_back(runtime_dir());
     list.push_back("{workdir}");
-    const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), list);
+    const std::string policy = make_policy({.write = {"/dev/null"}, .exec = list});
     write_file(work() + "/script.pl", "#!/usr/bin/perl\nprint \"perl-ran\\n\";\n", 0755);
     write_file(work() + "/script.sh", "#!/bin/sh\necho sh-script-ran\n", 0755);
     fs::copy_file("/usr/bin/true", work() + "/true-copy");
@@ -621,7 +613,7 @@ TEST_F(FsOpsTest, WithoutAnExecListExecFollowsRead) {
 TEST_F(FsOpsTest, ExecListCannotBeBypassedThroughTheDynamicLoader) {
     const std::string loader = fs::canonical("/lib64/ld-linux-x86-64.so.2").string();
     // The contract's own example list.
-    const std::string policy = with_exec(make_policy({.write = {"/dev/null"}}), {"/usr", "/bin"});
+    const std::string policy = make_policy({.write = {"/dev/null"}, .exec = {"/usr", "/bin"}});
     fs::copy_file("/usr/bin/true", work() + "/true-copy");
     chown((work() + "/true-copy").c_str(), test_user().uid, test_user().gid);
     // The helper where the list lets it run (the guest's /usr is writable by root).

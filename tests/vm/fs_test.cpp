@@ -292,10 +292,7 @@ TEST_F(FsTest, ExecAllowlistCoversMemfds) {
     Result plain = run_confined("", cmd);
     EXPECT_EQ(plain.status, 0) << plain.describe();
 
-    const std::string policy = make_policy({}) + "";
-    const std::string with_exec = policy.substr(0, policy.find("\n\n[network]")) + "\nexec = [\"/usr\"]" +
-                                  policy.substr(policy.find("\n\n[network]"));
-    Result r = run_confined(with_exec, cmd);
+    Result r = run_confined(make_policy({.exec = {"/usr"}}), cmd);
     EXPECT_NE(r.status, 0) << r.describe();
     EXPECT_DENIAL(r, "exec", "", "python3");
 }

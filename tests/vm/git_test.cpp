@@ -254,8 +254,7 @@ TEST_F(GitTest, ALinkedWorktreesGitfileAndGitDirectoriesAreProtected) {
     make_dir(main);
     Result prep = run_unconfined("set -e; " + setup(base()));
     ASSERT_EQ(prep.status, 0) << prep.describe();
-    std::string policy = make_policy({.write = {main, "/dev/null"}});
-    policy.replace(policy.find("[filesystem]\n"), 13, "[filesystem]\nprotect_git = [\"{workdir}\"]\n");
+    const std::string policy = make_policy({.write = {main, "/dev/null"}, .protect_git = {"{workdir}"}});
     const auto vectors = vectors_in(main);
     // The agent's own work in the worktree still goes through.
     Result r = plant_confined(

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -121,31 +122,6 @@ public:
 
 [[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new VmEnvironment);
 
-std::string unescape_json(std::string_view s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); i++) {
-        if (s[i] != '\\' || i + 1 == s.size()) {
-            out += s[i];
-            continue;
-        }
-        char c = s[++i];
-        switch (c) {
-            case 'n': out += '\n'; break;
-            case 't': out += '\t'; break;
-            case 'r': out += '\r'; break;
-            case 'u':
-                if (i + 4 < s.size()) {
-                    unsigned v = static_cast<unsigned>(std::stoul(std::string(s.substr(i + 1, 4)), nullptr, 16));
-                    out += v < 0x80 ? static_cast<char>(v) : '?';
-                    i += 4;
-                }
-                break;
-            default: out += c; break;
-        }
-    }
-    return out;
-}
-
 void set_nonblock(int fd) {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
@@ -164,21 +140,6 @@ bool drain(int fd, std::string& into) {
     }
 }
 
-std::string toml_quote(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        out += c;
-    }
-    return out + "\"";
-}
-
-std::string toml_array(const std::vector<std::string>& items) {
-    std::string out = "[";
-    for (const auto& i : items) out += (out.size() > 1 ? ", " : "") + toml_quote(i);
-    return out + "]";
-}
-
 }  // namespace
 
 const TestUser& test_user() {
@@ -195,17 +156,15 @@ std::string helper_bin() {
 // ---- audit log -------------------------------------------------------------
 
 std::optional<std::string> AuditLine::str(std::string_view key) const {
-    std::regex re("\"" + std::string(key) + R"re(":"((?:[^"\\]|\\.)*)")re");
-    std::smatch m;
-    if (!std::regex_search(raw, m, re)) return std::nullopt;
-    return unescape_json(m[1].str());
+    auto it = json.is_object() ? json.find(key) : json.end();
+    if (it == json.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
 }
 
 std::optional<int64_t> AuditLine::num(std::string_view key) const {
-    std::regex re("\"" + std::string(key) + R"(":(-?[0-9]+)[,}])");
-    std::smatch m;
-    if (!std::regex_search(raw, m, re)) return std::nullopt;
-    return std::stoll(m[1].str());
+    auto it = json.is_object() ? json.find(key) : json.end();
+    if (it == json.end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int64_t>();
 }
 
 std::vector<AuditLine> parse_audit(const std::string& text) {
@@ -213,7 +172,7 @@ std::vector<AuditLine> parse_audit(const std::string& text) {
     std::istringstream in(text);
     std::string line;
     while (std::getline(in, line))
-        if (!line.empty()) out.push_back({line});
+        if (!line.empty()) out.push_back({line, nlohmann::json::parse(line, nullptr, false)});
     return out;
 }
 
@@ -272,21 +231,40 @@ Ops parse_ops(const std::string& out) {
 }
 
 std::string make_policy(const PolicySpec& p) {
-    std::vector<std::string> read = {"/usr",         "/bin",      "/sbin",     "/lib",      "/lib32",
-                                     "/lib64",       "/libx32",   "/etc",      "/opt",      "/proc",
-                                     "/sys",         "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                                     "/dev/urandom", "/dev/tty",  "/dev/pts",  "/dev/ptmx"};
-    std::vector<std::string> write = {"{workdir}", "{home}", "{tmp}"};
-    std::vector<std::string> deny = {"{user_home}"};
-    read.insert(read.end(), p.read.begin(), p.read.end());
-    write.insert(write.end(), p.write.begin(), p.write.end());
-    deny.insert(deny.end(), p.deny.begin(), p.deny.end());
-    return fmt::format(
-        "version = 1\nmode = \"enforce\"\n\n[filesystem]\nread = {}\nwrite = {}\ndeny_write = {}\ndeny = {}\n\n"
-        "[network]\nconnect = {}\nbind = []\n\n[process]\nuser_namespaces = {}\n\n"
-        "[env]\nkeep = [\"PATH\", \"LANG\", \"LC_ALL\", \"TERM\"]\n",
-        toml_array(read), toml_array(write), toml_array(p.deny_write), toml_array(deny), toml_array(p.connect),
-        p.user_namespaces ? "true" : "false");
+    auto array = [](std::vector<std::string> items, const std::vector<std::string>& more = {}) {
+        items.insert(items.end(), more.begin(), more.end());
+        toml::array a;
+        for (const auto& i : items) a.push_back(i);
+        return a;
+    };
+    toml::table fs{{"read", array({"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+                                   "/proc", "/sys", "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                                   "/dev/urandom", "/dev/tty", "/dev/pts", "/dev/ptmx"},
+                                  p.read)},
+                   {"write", array({"{workdir}", "{home}", "{tmp}"}, p.write)},
+                   {"deny_write", array(p.deny_write)},
+                   {"deny", array({"{user_home}"}, p.deny)}};
+    if (!p.exec.empty()) fs.insert("exec", array(p.exec));
+    if (!p.protect_git.empty()) fs.insert("protect_git", array(p.protect_git));
+    toml::table net{{"connect", array(p.connect)}, {"bind", array(p.bind)}};
+    if (!p.families.empty()) net.insert("families", array(p.families));
+    if (!p.domains.empty()) net.insert("domains", array(p.domains));
+    toml::table env{{"keep", array({"PATH", "LANG", "LC_ALL", "TERM"}, p.env_keep)}};
+    if (!p.env_set.empty()) {
+        toml::table set;
+        for (const auto& [name, value] : p.env_set) set.insert(name, value);
+        env.insert("set", set);
+    }
+    toml::table policy{{"version", 1},
+                       {"mode", p.mode},
+                       {"filesystem", fs},
+                       {"network", net},
+                       {"process", toml::table{{"user_namespaces", p.user_namespaces}}},
+                       {"env", env}};
+    if (!p.limits.empty()) policy.insert("limits", p.limits);
+    std::ostringstream out;
+    out << policy << "\n";
+    return out.str();
 }
 
 // ---- processes ---------------------------------------------------------------

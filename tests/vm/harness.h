@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 #include <sys/types.h>
+#include <toml++/toml.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -36,10 +38,11 @@ struct TestUser {
 };
 const TestUser& test_user();
 
-// One JSON object of the audit log. Fields are pulled out by key; enough for
-// the flat objects confine writes (no nesting, no arrays).
+// One line of the audit log, and the JSON object it holds (null if it
+// holds none).
 struct AuditLine {
     std::string raw;
+    nlohmann::json json;
     std::optional<std::string> str(std::string_view key) const;  // a string field, unescaped
     std::optional<int64_t> num(std::string_view key) const;      // an integer field
 };
@@ -79,10 +82,16 @@ struct Ops {
 Ops parse_ops(const std::string& out);
 
 // A policy like the default one (the system readable; {workdir}, {home},
-// {tmp} writable; {user_home} denied) plus these rules.
+// {tmp} writable; {user_home} denied; PATH, LANG, LC_ALL and TERM kept)
+// plus these; `exec` empty: no exec list (exec follows read).
 struct PolicySpec {
-    std::vector<std::string> read, write, deny_write, deny, connect;
+    std::vector<std::string> read, write, deny_write, deny, exec, protect_git;
+    std::vector<std::string> connect, bind, families, domains;
     bool user_namespaces = false;
+    std::string mode = "enforce";
+    std::vector<std::string> env_keep;           // kept besides the four above
+    std::map<std::string, std::string> env_set;  // [env] set
+    toml::table limits;                          // [limits], if not empty
 };
 std::string make_policy(const PolicySpec& spec);
 

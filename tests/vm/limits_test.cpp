@@ -34,7 +34,7 @@ using LimitsTest = VmTest;
 // The policy of the other VM tests, plus a [limits] table. /dev/null is
 // writable, as in the default policy, for dd's output.
 std::string with_limits(const std::string& limits) {
-    return make_policy({.write = {"/dev/null"}}) + "\n[limits]\n" + limits;
+    return make_policy({.write = {"/dev/null"}, .limits = toml::parse(limits)});
 }
 
 // KEY's value in a flat keyed file such as cpu.stat; -1 if it can't be read.

@@ -83,18 +83,6 @@ void expect_bind_denial(const Result& r, const std::string& target, std::string_
     EXPECT_EQ(r.audit.size(), 1u) << r.describe();
 }
 
-// make_policy's policy with these [network] bind rules.
-std::string with_bind(const std::vector<std::string>& bind) {
-    std::string policy = make_policy({});
-    const std::string from = "bind = []\n";
-    auto at = policy.find(from);
-    EXPECT_NE(at, npos) << policy;
-    std::vector<std::string> quoted;
-    for (const auto& b : bind) quoted.push_back("\"" + b + "\"");
-    if (at != npos) policy.replace(at, from.size(), fmt::format("bind = [{}]\n", fmt::join(quoted, ", ")));
-    return policy;
-}
-
 // IORING_OP_LISTEN came with 6.11.
 bool kernel_has_uring_listen() {
     utsname u{};
@@ -231,12 +219,9 @@ TEST_F(NetInboundTest, SctpSocketsAreRefusedSoNoAssociationLeaves) {
 
     // No rule grants SCTP: neither a connect rule for the far host's port
     // nor a bind rule for the wildcard address.
-    std::string policy = with_bind({"tcp://0.0.0.0:0", "udp://0.0.0.0:0"});
-    const std::string connect_rules =
-        fmt::format("connect = [\"tcp://{0}:{1}\", \"udp://{0}:{1}\"]\n", kFarAddr, kSctpPort);
-    auto at = policy.find("connect = []\n");
-    ASSERT_NE(at, npos) << policy;
-    policy.replace(at, std::string("connect = []\n").size(), connect_rules);
+    const std::string policy = make_policy(
+        {.connect = {fmt::format("tcp://{}:{}", kFarAddr, kSctpPort), fmt::format("udp://{}:{}", kFarAddr, kSctpPort)},
+         .bind = {"tcp://0.0.0.0:0", "udp://0.0.0.0:0"}});
     Result listed = run_confined(policy, cmd);
     Ops l = parse_ops(listed.out);
     for (const Case& c : cases)
@@ -381,7 +366,7 @@ TEST_F(NetInboundTest, ListenOnANeverBoundSocketIsABindToTheWildcardAddress) {
     // A bind rule for the IPv4 wildcard address grants it, and only it:
     // the far host connects in.
     clear(files);
-    Started granted_job = start({.policy = with_bind({"tcp://0.0.0.0:0"}), .argv = {"/bin/sh", "-c", cmd}});
+    Started granted_job = start({.policy = make_policy({.bind = {"tcp://0.0.0.0:0"}}), .argv = {"/bin/sh", "-c", cmd}});
     k = knock(files);
     Result granted = finish(granted_job);
     Ops g = parse_ops(granted.out);
@@ -427,13 +412,7 @@ TEST_F(NetInboundTest, UdpFromANeverBoundSocketTakesNothingFromOffTheMachine) {
         return finish(job);
     };
     auto connect_far = [&](std::vector<std::string> bind) {
-        std::string policy = bind.empty() ? make_policy({.connect = {far_dest}}) : with_bind(bind);
-        if (!bind.empty()) {
-            auto at = policy.find("connect = []\n");
-            EXPECT_NE(at, npos) << policy;
-            if (at != npos) policy.replace(at, 13, fmt::format("connect = [\"{}\"]\n", far_dest));
-        }
-        return policy;
+        return make_policy({.connect = {far_dest}, .bind = bind});
     };
 
     // The control: each socket gets a port, and the far host's datagram arrives.

@@ -42,22 +42,6 @@ std::string netproc(const std::string& helper, const std::vector<std::string>& o
     return fmt::format("{} netproc {}", helper, fmt::join(ops, " "));
 }
 
-// The default-like policy of make_policy with [network] bind and families.
-std::string with_network(std::string policy, const std::vector<std::string>& bind,
-                         const std::vector<std::string>& families = {}) {
-    auto quoted = [](const std::vector<std::string>& v) {
-        std::vector<std::string> q;
-        for (const auto& s : v) q.push_back("\"" + s + "\"");
-        return fmt::format("[{}]", fmt::join(q, ", "));
-    };
-    const std::string from = "bind = []\n";
-    auto at = policy.find(from);
-    EXPECT_NE(at, npos) << policy;
-    if (at != npos)
-        policy.replace(at, from.size(), fmt::format("bind = {}\nfamilies = {}\n", quoted(bind), quoted(families)));
-    return policy;
-}
-
 // ---- host services ----------------------------------------------------------------
 
 // A socket of this (root) process: a TCP or unix stream/seqpacket listener
@@ -569,8 +553,7 @@ TEST_F(NetMoreTest, BindOutsideLoopbackNeedsARule) {
         }
 
     // One exact port for TCP; port 0 (any port) for UDP. Neither covers IPv6.
-    const std::string policy =
-        with_network(make_policy({}), {fmt::format("tcp://0.0.0.0:{}", p[0]), "udp://0.0.0.0:0"});
+    const std::string policy = make_policy({.bind = {fmt::format("tcp://0.0.0.0:{}", p[0]), "udp://0.0.0.0:0"}});
     Result ruled = run_confined(policy, cmd);
     Ops b = parse_ops(ruled.out);
     for (const auto& op : loopback) EXPECT_TRUE(ok(b[op])) << op << ": " << b[op] << "\n" << ruled.describe();
@@ -631,7 +614,7 @@ TEST_F(NetMoreTest, OtherAddressFamiliesNeedARule) {
     }
     EXPECT_EQ(denied.audit.size(), 2u) << denied.describe();
 
-    Result listed = run_confined(with_network(make_policy({}), {}, {"netlink"}), cmd);
+    Result listed = run_confined(make_policy({.families = {"netlink"}}), cmd);
     std::tie(ip, ip_status) = ip_pid(listed);
     Ops l = parse_ops(listed.out);
     EXPECT_EQ(ip_status, 0) << listed.describe();

@@ -91,27 +91,9 @@ threading.Event().wait()
 
 // ---- policies -------------------------------------------------------------------------
 
-std::string quoted_list(const std::vector<std::string>& items) {
-    std::string out = "[";
-    for (const auto& i : items) out += (out.size() > 1 ? ", \"" : "\"") + i + "\"";
-    return out + "]";
-}
-
-// `policy` with `from` replaced by `to` (which must be there).
-std::string replaced(std::string policy, const std::string& from, const std::string& to) {
-    auto at = policy.find(from);
-    EXPECT_NE(at, npos) << "no '" << from << "' in\n" << policy;
-    if (at != npos) policy.replace(at, from.size(), to);
-    return policy;
-}
-
-// make_policy's default-like policy with `[network] domains`. Its [env]
-// table comes last, so `env_lines` (e.g. "set = {...}\n") land in it.
-std::string domains_policy(const std::vector<std::string>& domains, const std::string& mode = "enforce",
-                           const std::string& env_lines = "") {
-    std::string p = replaced(make_policy({}), "bind = []\n", "bind = []\ndomains = " + quoted_list(domains) + "\n");
-    if (mode != "enforce") p = replaced(p, "mode = \"enforce\"", "mode = \"" + mode + "\"");
-    return p + env_lines;
+// make_policy's default-like policy with `[network] domains`.
+std::string domains_policy(const std::vector<std::string>& domains, const std::string& mode = "enforce") {
+    return make_policy({.domains = domains, .mode = mode});
 }
 
 // ---- fetching -------------------------------------------------------------------------
@@ -788,14 +770,16 @@ TEST_F(ProxyTest, AProxyLeftByAKilledConfineEndsOnceItsJobIsGone) {
 // by `check` and by `run` (which never starts the job). Without domains the
 // same policies are fine (policies/claude-code.toml sets HTTP_PROXY).
 TEST_F(ProxyTest, APolicyWithDomainsMayNotSetOrKeepTheProxyVariables) {
-    const std::string set = "set = { HTTP_PROXY = \"http://127.0.0.1:3128\" }\n";
-    auto keep = [](const std::string& policy) { return replaced(policy, "\"TERM\"]", "\"TERM\", \"https_proxy\"]"); };
+    const std::map<std::string, std::string> set = {{"HTTP_PROXY", "http://127.0.0.1:3128"}};
+    const std::vector<std::string> keep = {"https_proxy"};
     struct Variant {
         std::string name, variable, bad, good;
     };
     const std::vector<Variant> variants = {
-        {"set", "HTTP_PROXY", domains_policy({"allowed.test"}, "enforce", set), make_policy({}) + set},
-        {"keep", "https_proxy", keep(domains_policy({"allowed.test"})), keep(make_policy({}))},
+        {"set", "HTTP_PROXY", make_policy({.domains = {"allowed.test"}, .env_set = set}),
+         make_policy({.env_set = set})},
+        {"keep", "https_proxy", make_policy({.domains = {"allowed.test"}, .env_keep = keep}),
+         make_policy({.env_keep = keep})},
     };
     auto check = [&](const std::string& file) {
         return Process::start({.argv = {confine_bin(), "check", file}, .env = {"PATH=/usr/bin:/bin"}}).wait();

@@ -1,0 +1,69 @@
+#include "loader/cgroup_attach.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/fd.h"
+
+namespace confine {
+
+uint32_t prog_id(int prog_fd) {
+    bpf_prog_info info{};
+    uint32_t len = sizeof info;
+    return bpf_obj_get_info_by_fd(prog_fd, &info, &len) == 0 ? info.id : 0;
+}
+
+// The ids of the programs attached to the cgroup with `type`. A failed
+// query is an error, never "none": attach_to_parent would attach twice, and
+// detach_stale would leave a stale program running.
+Result<std::vector<uint32_t>> attached_ids(int cgroup_fd, bpf_attach_type type) {
+    // For lsm_cgroup the kernel returns ids only with their attach flags.
+    uint32_t ids[64], flags[64];
+    LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ids, .prog_cnt = 64, .prog_attach_flags = flags);
+    if (bpf_prog_query_opts(cgroup_fd, type, &q) != 0)
+        return fail(Error::sys(fmt::format("bpf: querying the programs attached to confine's parent cgroup "
+                                           "(attach type {})",
+                                           static_cast<int>(type)))
+                        .hint("ENOSPC means more than 64 are attached: remove the build's cgroup under "
+                              "/sys/fs/cgroup/confine once no job runs"));
+    return std::vector<uint32_t>(ids, ids + q.prog_cnt);
+}
+
+// Attaches a cgroup program to a parent cgroup, unless it is already
+// (attaching it twice fails with EINVAL, like a full hook budget would).
+// The attachment lives as long as that cgroup, whatever becomes of confine.
+Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type type, int cgroup_fd) {
+    auto attached = attached_ids(cgroup_fd, type);
+    if (!attached) return fail(attached.error());
+    if (std::ranges::count(*attached, prog_id(prog_fd)) ||
+        bpf_prog_attach(prog_fd, cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0)
+        return {};
+    Error e = Error::sys(std::string("bpf: attaching program ") + name + " to confine's parent cgroup");
+    if (errno == EINVAL)
+        return fail(
+            std::move(e).hint("The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "
+                              "can carry lsm_cgroup programs machine-wide"));
+    return fail(e);
+}
+
+// Detaches from a parent cgroup every program of these types that
+// is not in `keep`: what a load interrupted after attaching left there. Its
+// programs would run next to their replacements, with globals of their own.
+Result<void> detach_stale(int cgroup_fd, const std::map<bpf_attach_type, std::vector<uint32_t>>& keep) {
+    for (const auto& [type, ids] : keep) {
+        auto attached = attached_ids(cgroup_fd, type);
+        if (!attached) return fail(attached.error());
+        for (uint32_t id : *attached) {
+            if (std::ranges::count(ids, id)) continue;
+            Fd fd(bpf_prog_get_fd_by_id(id));
+            if (!fd || bpf_prog_detach2(fd.get(), cgroup_fd, type) != 0)
+                return fail(Error::sys(fmt::format("bpf: detaching stale program {} from confine's parent cgroup", id))
+                                .hint("Remove the build's cgroup under /sys/fs/cgroup/confine once no job runs"));
+        }
+    }
+    return {};
+}
+
+}  // namespace confine

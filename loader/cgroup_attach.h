@@ -1,0 +1,33 @@
+// cgroup programs on confine's parent cgroups: which are attached, attaching
+// once, and detaching what an interrupted load left.
+#pragma once
+
+#include <bpf/bpf.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "common/error.h"
+
+namespace confine {
+
+// The id of the program PROG_FD, 0 if it can't be read.
+uint32_t prog_id(int prog_fd);
+
+// The ids of the programs attached to the cgroup with `type`. A failed
+// query is an error, never "none": attach_to_parent would attach twice, and
+// detach_stale would leave a stale program running.
+Result<std::vector<uint32_t>> attached_ids(int cgroup_fd, bpf_attach_type type);
+
+// Attaches a cgroup program to a parent cgroup, unless it is already
+// (attaching it twice fails with EINVAL, like a full hook budget would).
+// The attachment lives as long as that cgroup, whatever becomes of confine.
+Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type type, int cgroup_fd);
+
+// Detaches from a parent cgroup every program of these types that
+// is not in `keep`: what a load interrupted after attaching left there. Its
+// programs would run next to their replacements, with globals of their own.
+Result<void> detach_stale(int cgroup_fd, const std::map<bpf_attach_type, std::vector<uint32_t>>& keep);
+
+}  // namespace confine
