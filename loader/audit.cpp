@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <systemd/sd-journal.h>
@@ -145,6 +146,27 @@ size_t utf8_length(std::string_view s) {
     return n;
 }
 
+// What a job chose (a target, a name) as a terminal shows it: control
+// characters, C1 controls and bidirectional overrides escaped, so no line
+// of the summary can be erased, reordered or forged.
+std::string for_terminal(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        auto c = static_cast<unsigned char>(s[i]);
+        auto next = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
+        const bool c1 = c == 0xc2 && next(1) >= 0x80 && next(1) <= 0x9f;
+        const bool bidi = c == 0xe2 && ((next(1) == 0x80 && next(2) >= 0xaa && next(2) <= 0xae) ||
+                                        (next(1) == 0x81 && next(2) >= 0xa6 && next(2) <= 0xa9));
+        if (c < 0x20 || c == 0x7f || c1 || bidi) {
+            for (size_t k = 0; k < (bidi ? 3u : c1 ? 2u : 1u); k++) out += fmt::format("\\x{:02x}", next(k));
+            i += bidi ? 2 : c1 ? 1 : 0;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 std::string json_quote(std::string_view s) {
     std::string out = "\"";
     for (size_t i = 0; i < s.size(); i++) {
@@ -197,19 +219,25 @@ std::string Record::json() const {
 std::vector<std::string> Record::journal_fields() const {
     auto field = [&](std::string_view key) { return get(key).value_or(""); };
     const std::string_view op = field("op"), verdict = field("verdict");
-    // MESSAGE is read as text: what the job named is quoted and escaped.
+    // MESSAGE is read as text: what the job named is quoted, escaped as a
+    // terminal would need it, and cut short of journald's 4 KiB display
+    // limit (CONFINE_TARGET has it whole).
+    auto text = [](std::string_view s) {
+        constexpr size_t kMax = 1024;
+        return for_terminal(json_quote(s.substr(0, kMax))) + (s.size() > kMax ? "..." : "");
+    };
     std::string msg;
     if (op == "lost") {
         msg = fmt::format("lost {} audit events", field("count"));
     } else {
         msg = fmt::format("{} {} {}", verdict == "deny" ? "denied" : "would deny (audit mode)", op,
-                          json_quote(field("target")));
-        if (get("comm")) msg += fmt::format(" by {} (pid {})", json_quote(field("comm")), field("pid"));
+                          text(field("target")));
+        if (get("comm")) msg += fmt::format(" by {} (pid {})", text(field("comm")), field("pid"));
         if (get("count")) msg += fmt::format(", {} times", field("count"));
         if (get("repeats")) msg += fmt::format(", {} times more", field("repeats"));
     }
-    if (get("reason")) msg += fmt::format(" ({})", json_quote(field("reason")));
-    msg += fmt::format(" [job {}]", json_quote(field("job")));
+    if (get("reason")) msg += fmt::format(" ({})", text(field("reason")));
+    msg += fmt::format(" [job {}]", text(field("job")));
     // A lost event is a hole in the record: an error; a denial a warning;
     // what audit mode let through a notice.
     const char* priority = op == "lost" ? "3" : verdict == "deny" ? "4" : "5";
@@ -254,13 +282,25 @@ Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, boo
                             .hint("Start systemd-journald, or pass --audit-log FILE"));
         return AuditLog(Sink::Journal, Fd(), "the journal", std::move(job_id), audit_mode);
     }
-    // An inherited fd is used as it is: a socket can't be opened again.
     std::optional<int> given = path.empty() ? STDERR_FILENO : inherited_fd(path);
     Fd fd(given ? fcntl(*given, F_DUPFD_CLOEXEC, 3)
                 : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
     const std::string name = path.empty() ? "stderr" : path;
     if (!fd) return fail(Error::sys("audit: opening " + name));
-    return AuditLog(Sink::Fd, std::move(fd), name, std::move(job_id), audit_mode);
+    // A reader that stops reading (a pipe, a FIFO, a terminal held with ^S)
+    // must not stall supervision: writes never block, and a line waits for
+    // room at most kStall. A pipe or terminal given as an fd is opened again
+    // for a description of confine's own, whose flags are not the runner's;
+    // a socket can't be, and is sent to with MSG_DONTWAIT instead.
+    struct stat st {};
+    fstat(fd.get(), &st);
+    const bool socket = S_ISSOCK(st.st_mode);
+    if (given && !socket && !S_ISREG(st.st_mode)) {
+        Fd own(::open(fmt::format("/proc/self/fd/{}", *given).c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC));
+        if (own) fd = std::move(own);
+    }
+    if (!socket && (!given || !S_ISREG(st.st_mode))) fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+    return AuditLog(socket ? Sink::Socket : Sink::Fd, std::move(fd), name, std::move(job_id), audit_mode);
 }
 
 Record AuditLog::header(uint64_t cgroup_id, std::string_view op) const {
@@ -320,9 +360,17 @@ void AuditLog::flush_repeats(std::chrono::milliseconds after) {
     write(record(repeated_->event).num("repeats", n), n);
 }
 
+Record lost_record(std::string_view job, uint64_t cgroup_id, uint64_t count, std::string_view reason) {
+    Record r;
+    r.str("time", iso_time(clock_ns(CLOCK_REALTIME))).str("job", job).num("cgroup_id", cgroup_id);
+    r.str("op", "lost").num("count", count);
+    if (!reason.empty()) r.str("reason", reason);
+    return r;
+}
+
 void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
     flush_repeats();  // any record ends a run of repeats
-    write(header(cgroup_id, "lost").num("count", count));
+    write(lost_record(job_, cgroup_id, count));
 }
 
 void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
@@ -380,11 +428,31 @@ void AuditLog::write(const Record& r, uint64_t events) {
         }
         return;
     }
+    if (sink_ == Sink::Journal && !take_journal_token()) {
+        over_budget_ += events;
+        over_budget_total_ += events;
+        return;
+    }
+    if (over_budget_ && write_out(lost_record(job_, cgroup_id_, over_budget_, "journal_rate_limit"))) over_budget_ = 0;
     // After a failure, the first record the log takes again says how many
     // it missed (--on-audit-error continue; under kill the job is gone).
-    if (unwritten_ && write_out(header(cgroup_id_, "lost").num("count", unwritten_).str("reason", "log_write_failed")))
-        unwritten_ = 0;
+    if (unwritten_ && write_out(lost_record(job_, cgroup_id_, unwritten_, "log_write_failed"))) unwritten_ = 0;
     if (unwritten_ || !write_out(r)) unwritten_ += events;
+}
+
+void AuditLog::close() {
+    // The last count of what went over the journal's budget, budget or not.
+    if (over_budget_ && write_out(lost_record(job_, cgroup_id_, over_budget_, "journal_rate_limit"))) over_budget_ = 0;
+}
+
+bool AuditLog::take_journal_token() {
+    const auto now = std::chrono::steady_clock::now();
+    const std::chrono::duration<double> since = now - tokens_at_;
+    tokens_ = std::min(kJournalBurst, tokens_ + since.count() * kJournalPerSecond);
+    tokens_at_ = now;
+    if (tokens_ < 1) return false;
+    tokens_ -= 1;
+    return true;
 }
 
 bool AuditLog::write_out(const Record& r) {
@@ -399,21 +467,30 @@ bool AuditLog::write_out(const Record& r) {
         int rc = sd_journal_sendv(iov.data(), static_cast<int>(iov.size()));
         return rc >= 0 || failed(strerror(-rc));
     }
-    // One write per line, so O_APPEND keeps lines whole between writers.
-    std::string line = r.json() + "\n";
+    // One write per line, so O_APPEND keeps lines whole between writers. A
+    // line cut short by a failure is ended before the next one.
+    std::string line = (partial_ ? "\n" : "") + r.json() + "\n";
     std::string_view rest = line;
     while (!rest.empty()) {
-        ssize_t n = ::write(fd_.get(), rest.data(), rest.size());
+        ssize_t n = sink_ == Sink::Socket ? send(fd_.get(), rest.data(), rest.size(), MSG_DONTWAIT | MSG_NOSIGNAL)
+                                          : ::write(fd_.get(), rest.data(), rest.size());
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) {
-            // A runner's non-blocking pipe: wait for room, a while.
+            // Room, a while; once a reader has let kStall pass, no more
+            // waiting until it takes a line again.
             pollfd p{fd_.get(), POLLOUT, 0};
-            if (poll(&p, 1, 10000) > 0) continue;
-            return failed("the reader took no line for 10 s");
+            if (!stalled_ && poll(&p, 1, static_cast<int>(kStall.count())) > 0) continue;
+            stalled_ = true;
+            partial_ = rest.size() < line.size();
+            return failed(fmt::format("the reader took no line for {} s", kStall.count() / 1000));
         }
-        if (n <= 0) return failed(n < 0 ? strerror(errno) : "nothing written");
+        if (n <= 0) {
+            partial_ = rest.size() < line.size();
+            return failed(n < 0 ? strerror(errno) : "nothing written");
+        }
         rest.remove_prefix(static_cast<size_t>(n));
     }
+    stalled_ = partial_ = false;
     return true;
 }
 

@@ -45,6 +45,11 @@ private:
 inline constexpr std::string_view kJournalMessageId = "6c0f9e3a52d74b0e8a41c7d2f35e9b18";
 // --audit-log's value that sends the records to the systemd journal.
 inline constexpr std::string_view kJournal = "journal";
+// How many records a job may send the journal: a burst, then so many a
+// second. journald drops, silently, what a unit sends past its own limit
+// (by default 10,000 in 30 s for all of a unit's jobs together); what a
+// job sends past this budget is counted in `lost` records instead.
+inline constexpr double kJournalBurst = 1000, kJournalPerSecond = 100;
 
 class AuditLog {
 public:
@@ -85,11 +90,18 @@ public:
     // journald), if one couldn't; the records lost so since.
     const std::optional<std::string>& failure() const { return failure_; }
     uint64_t unwritten() const { return unwritten_; }
+    // Records counted, not sent, past the journal's budget (all told).
+    uint64_t over_budget() const { return over_budget_total_; }
+    // At the job's end: the last count of what went past the journal's
+    // budget, sent whatever the budget.
+    void close();
     // Where the records go, for messages.
     const std::string& destination() const { return destination_; }
 
 private:
-    enum class Sink { Fd, Client, Journal };
+    enum class Sink { Fd, Socket, Client, Journal };
+    // How long a line waits for a reader that takes none.
+    static constexpr std::chrono::milliseconds kStall{10000};
     AuditLog(Sink sink, Fd fd, std::string destination, std::string job_id, bool audit_mode);
     Record record(const confine_event& e) const;
     Record header(uint64_t cgroup_id, std::string_view op) const;
@@ -97,6 +109,7 @@ private:
     // what a client that had no room for it, or a log that failed, lost.
     void write(const Record& r, uint64_t events = 1);
     bool write_out(const Record& r);
+    bool take_journal_token();
     // The last event written, and its repeats since.
     struct Repeated {
         confine_event event;  // with the time and thread of the last repeat
@@ -111,6 +124,11 @@ private:
     uint64_t undelivered_ = 0;
     std::optional<std::string> failure_;
     uint64_t unwritten_ = 0, cgroup_id_ = 0;
+    bool stalled_ = false, partial_ = false;  // the reader let kStall pass; a line was cut short
+    // The journal's budget (kJournalBurst), and what went past it.
+    double tokens_ = kJournalBurst;
+    std::chrono::steady_clock::time_point tokens_at_ = std::chrono::steady_clock::now();
+    uint64_t over_budget_ = 0, over_budget_total_ = 0;
     std::string job_;
     bool audit_mode_ = false;
     int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at open
@@ -144,5 +162,11 @@ std::optional<int> inherited_fd(std::string_view path);
 
 // Quotes a string as JSON; bytes that are not valid UTF-8 become \u00XX.
 std::string json_quote(std::string_view s);
+// What a job chose (a target, a name) as a terminal shows it: control
+// characters, C1 controls and bidirectional overrides escaped as \xNN, so
+// no line can be erased, reordered or forged.
+std::string for_terminal(std::string_view s);
+// A `lost` record: COUNT records of the job that the log does not have.
+Record lost_record(std::string_view job, uint64_t cgroup_id, uint64_t count, std::string_view reason = "");
 
 }  // namespace confine

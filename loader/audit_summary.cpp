@@ -1,5 +1,7 @@
 #include "loader/audit_summary.h"
 
+#include "loader/audit.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,27 +26,6 @@ std::string str(const nlohmann::json& o, const char* key) {
 uint64_t num(const nlohmann::json& o, const char* key) {
     auto it = o.find(key);
     return it != o.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
-}
-
-// What a job chose (a target, a name) as a terminal shows it: control
-// characters, C1 controls and bidirectional overrides escaped, so no line
-// of the summary can be erased, reordered or forged.
-std::string shown(std::string_view s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); i++) {
-        auto c = static_cast<unsigned char>(s[i]);
-        auto next = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
-        const bool c1 = c == 0xc2 && next(1) >= 0x80 && next(1) <= 0x9f;
-        const bool bidi = c == 0xe2 && ((next(1) == 0x80 && next(2) >= 0xaa && next(2) <= 0xae) ||
-                                        (next(1) == 0x81 && next(2) >= 0xa6 && next(2) <= 0xa9));
-        if (c < 0x20 || c == 0x7f || c1 || bidi) {
-            for (size_t k = 0; k < (bidi ? 3u : c1 ? 2u : 1u); k++) out += fmt::format("\\x{:02x}", next(k));
-            i += bidi ? 2 : c1 ? 1 : 0;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out;
 }
 
 // "1,234,567": counts are read at a glance.
@@ -94,7 +75,7 @@ void AuditSummary::add(std::istream& in) {
 
 std::string AuditSummary::text(size_t top_targets) const {
     std::string out = fmt::format("{} denials in {} job{}", grouped(denials), jobs.size(), jobs.size() == 1 ? "" : "s");
-    if (!first.empty()) out += fmt::format(", {} to {}", shown(first), shown(last));
+    if (!first.empty()) out += fmt::format(", {} to {}", for_terminal(first), for_terminal(last));
     out += lost ? fmt::format("; {} events lost (the ring was full: more happened than is listed)\n", grouped(lost))
                 : "; none lost\n";
     if (unreadable)
@@ -103,14 +84,14 @@ std::string AuditSummary::text(size_t top_targets) const {
 
     out += fmt::format("\n{:<32} {:>8} {:>10} {:>8}  {:<28} {}\n", "job", "mode", "denials", "lost", "first", "last");
     for (const auto& [name, j] : jobs)
-        out += fmt::format("{:<32} {:>8} {:>10} {:>8}  {:<28} {}\n", shown(name), shown(j.mode), grouped(j.denials),
-                           grouped(j.lost), shown(j.first), shown(j.last));
+        out += fmt::format("{:<32} {:>8} {:>10} {:>8}  {:<28} {}\n", for_terminal(name), for_terminal(j.mode),
+                           grouped(j.denials), grouped(j.lost), for_terminal(j.first), for_terminal(j.last));
 
     std::vector<std::pair<std::string, Count>> by_op(ops.begin(), ops.end());
     std::stable_sort(by_op.begin(), by_op.end(),
                      [](const auto& a, const auto& b) { return a.second.denials > b.second.denials; });
     out += fmt::format("\n{:<20} {:>10}\n", "op", "denials");
-    for (const auto& [op, c] : by_op) out += fmt::format("{:<20} {:>10}\n", shown(op), grouped(c.denials));
+    for (const auto& [op, c] : by_op) out += fmt::format("{:<20} {:>10}\n", for_terminal(op), grouped(c.denials));
 
     std::vector<std::pair<std::pair<std::string, std::string>, Count>> by_target(targets.begin(), targets.end());
     std::stable_sort(by_target.begin(), by_target.end(),
@@ -118,7 +99,7 @@ std::string AuditSummary::text(size_t top_targets) const {
     out += fmt::format("\n{:>10}  {:<14} {}\n", "denials", "op", "target");
     for (size_t i = 0; i < by_target.size() && i < top_targets; i++)
         out += fmt::format("{:>10}  {:<14} {}\n", grouped(by_target[i].second.denials),
-                           shown(by_target[i].first.second), shown(by_target[i].first.first));
+                           for_terminal(by_target[i].first.second), for_terminal(by_target[i].first.first));
     if (by_target.size() > top_targets)
         out += fmt::format("({} more targets; --json lists them all)\n", by_target.size() - top_targets);
     return out;

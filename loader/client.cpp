@@ -17,6 +17,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "loader/audit.h"
 #include "loader/daemon.h"
 
@@ -130,6 +132,39 @@ std::string write_all(int fd, std::string_view s) {
     return "";
 }
 
+// Where the client writes the lines the daemon sends. After a failure, the
+// first line the log takes again is led by a count of those it missed, as
+// a run as root writes it.
+class LineLog {
+public:
+    LineLog(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+    // Empty, or why LINE could not be written.
+    std::string write(const std::string& line) {
+        if (unwritten_) {
+            auto j = nlohmann::json::parse(line, nullptr, false);
+            const std::string job = j.is_object() ? j.value("job", "") : "";
+            const uint64_t cgid = j.is_object() ? j.value("cgroup_id", uint64_t{0}) : 0;
+            if (write_all(fd_, lost_record(job, cgid, unwritten_, "log_write_failed").json() + "\n").empty())
+                unwritten_ = 0;
+        }
+        std::string why = unwritten_ ? failure_ : write_all(fd_, line);
+        if (!why.empty()) {
+            if (failure_.empty()) failure_ = why;
+            unwritten_++;
+            missed_++;
+        }
+        return why;
+    }
+    const std::string& name() const { return name_; }
+    const std::string& failure() const { return failure_; }
+    uint64_t missed() const { return missed_; }
+
+private:
+    int fd_;
+    std::string name_, failure_;           // the first write that failed
+    uint64_t unwritten_ = 0, missed_ = 0;  // since the log last took a line; all told
+};
+
 int error(const Error& e) {
     fmt::print(stderr, "confine: {}\n", e.message);
     return kExitFailure;
@@ -138,9 +173,7 @@ int error(const Error& e) {
 // The daemon's messages until the job's exit status: audit lines written
 // to AUDIT, errors to stderr; signals (on SFD) passed on.
 int relay(int sock, int sfd, int audit, const RunOptions& o) {
-    const std::string log_name = o.audit_log.empty() ? "stderr" : o.audit_log;
-    std::string audit_failure;  // the first write that failed
-    uint64_t unwritten = 0;
+    LineLog log(audit, o.audit_log.empty() ? "stderr" : o.audit_log);
     for (;;) {
         pollfd pfds[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
         if (poll(pfds, 2, -1) < 0 && errno != EINTR) return error(Error::sys("run: poll"));
@@ -155,27 +188,22 @@ int relay(int sock, int sfd, int audit, const RunOptions& o) {
         if (!*m) return error(Error::msg("run: the daemon closed the connection before the job's status"));
         switch ((*m)->type) {
             case wire::Type::Audit:
-                if (std::string why = write_all(audit, (*m)->payload); !why.empty()) {
-                    // As a run as root does (--on-audit-error): returning
-                    // closes the connection, which ends the job; or it runs on.
-                    if (o.on_audit_error == AuditErrorAction::Kill)
-                        return error(
-                            Error::msg(
-                                fmt::format("audit: writing the audit log to {} failed ({}); the job was stopped",
-                                            log_name, why))
-                                .hint("Give the log room or a reader; --on-audit-error continue lets jobs "
-                                      "run on"));
-                    if (audit_failure.empty()) audit_failure = why;
-                    unwritten++;
-                }
+                // As a run as root does (--on-audit-error): returning closes
+                // the connection, which ends the job; or it runs on.
+                if (std::string why = log.write((*m)->payload);
+                    !why.empty() && o.on_audit_error == AuditErrorAction::Kill)
+                    return error(
+                        Error::msg(fmt::format("audit: writing the audit log to {} failed ({}); the job was stopped",
+                                               log.name(), why))
+                            .hint("Give the log room or a reader; --on-audit-error continue lets jobs run on"));
                 break;
             case wire::Type::Error: fmt::print(stderr, "confine: {}\n", (*m)->payload); break;
             case wire::Type::Exit:
-                if (unwritten)
+                if (log.missed())
                     fmt::print(stderr,
                                "confine: audit: writing the audit log to {} failed ({}); {} lines were not written; "
                                "the job ran on\n",
-                               log_name, audit_failure, unwritten);
+                               log.name(), log.failure(), log.missed());
                 return atoi((*m)->payload.c_str());
             default: return error(Error::msg("run: the daemon sent a message of an unknown type"));
         }

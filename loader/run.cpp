@@ -548,8 +548,10 @@ Result<Job> build_job(const RunOptions& o, const Target& t, const BpfObjects& ob
     const bool audit_mode = compiled->mode == policy::Mode::Audit;
     // A daemon's worker writes to the journal itself: its entries then
     // carry root's trusted fields, which no client or job can forge.
-    auto log = o.served && o.audit_log != kJournal ? AuditLog::to_client(o.served->connection, t.id, audit_mode)
-                                                   : AuditLog::open(o.audit_log, t.id, audit_mode);
+    // Records name the job as its cgroup does: a daemon's as u<CALLER>.<ID>,
+    // so no caller can put records under another's job id.
+    auto log = o.served && o.audit_log != kJournal ? AuditLog::to_client(o.served->connection, t.unit, audit_mode)
+                                                   : AuditLog::open(o.audit_log, t.unit, audit_mode);
     if (!log) return fail(log.error());
     auto ring = JobRing::create(std::move(*log));
     if (!ring) return fail(ring.error());
@@ -692,6 +694,12 @@ int finish_job(const RunOptions& o, Job& job, Outcome out) {
     report_lost(job.policy, audit, cgid, out.reported_lost);
     if (uint64_t n = job.policy.inbound()) audit.inbound(cgid, n);
     report_limits(audit, job.cg, out.timed_out);
+    audit.close();
+    if (uint64_t n = audit.over_budget())
+        fmt::print(stderr,
+                   "confine: audit: {} records went past the journal's budget ({:g} a second after {:g}); they are "
+                   "counted in lost records, reason journal_rate_limit\n",
+                   n, kJournalPerSecond, kJournalBurst);
     if (const auto& why = audit.failure()) {
         const bool stop = o.on_audit_error == AuditErrorAction::Kill;
         print_error(Error::msg(fmt::format("audit: writing the audit log to {} failed ({}); {}", audit.destination(),

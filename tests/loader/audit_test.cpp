@@ -244,6 +244,15 @@ TEST(AuditJournal, AnEntryHasTheRecordsFieldsAndAPriorityByVerdict) {
     EXPECT_NE(std::find(deny.begin(), deny.end(), "CONFINE_TARGET=/a\nb"), deny.end());
     EXPECT_NE(std::find(deny.begin(), deny.end(), "CONFINE_PID=7"), deny.end());
     EXPECT_EQ(Record(r).str("verdict", "allow").journal_fields()[1], "PRIORITY=5");
+    // Shown as text: bidirectional overrides escaped, a long target cut.
+    std::vector<std::string> bidi =
+        Record().str("job", "j").str("op", "open_read").str("target", "/a\u202etxt.exe").journal_fields();
+    EXPECT_NE(bidi[0].find(R"("/a\xe2\x80\xaetxt.exe")"), std::string::npos) << bidi[0];
+    std::vector<std::string> long_target =
+        Record().str("job", "j").str("op", "open_read").str("target", "/" + std::string(4000, 'x')).journal_fields();
+    EXPECT_LT(long_target[0].size(), 1200u);
+    EXPECT_NE(std::find(long_target.begin(), long_target.end(), "CONFINE_TARGET=/" + std::string(4000, 'x')),
+              long_target.end());
     std::vector<std::string> lost = Record().str("job", "j").str("op", "lost").num("count", 3).journal_fields();
     EXPECT_EQ(lost[0], R"(MESSAGE=confine: lost 3 audit events [job "j"])");
     EXPECT_EQ(lost[1], "PRIORITY=3");

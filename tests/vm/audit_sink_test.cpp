@@ -4,6 +4,8 @@
 // `continue`.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -81,6 +83,49 @@ TEST_F(AuditJournalTest, EachRecordIsAnEntryWithItsFieldsSentByRoot) {
     EXPECT_EQ(field(*allowed, "PRIORITY"), "5");
     EXPECT_EQ(field(*allowed, "CONFINE_VERDICT"), "allow");
     EXPECT_EQ(field(*allowed, "CONFINE_MODE"), "audit");
+}
+
+// A flood of distinct denials: 3,000 connects to as many ports.
+constexpr const char* kConnectFlood =
+    "import socket\n"
+    "for port in range(1, 3001):\n"
+    "    s = socket.socket()\n"
+    "    try: s.connect(('10.9.9.9', port))\n"
+    "    except OSError: pass\n"
+    "    s.close()\n";
+
+// journald drops, silently, what one unit sends past its limit, and every
+// job of a runner is one unit: a job's flood is held to a budget of its
+// own, and what goes past it is counted, not dropped.
+TEST_F(AuditJournalTest, AFloodIsHeldToABudgetAndWhatPassesItIsCounted) {
+    Journald journald;
+    ASSERT_EQ(journald.error(), "");
+    write_file(work() + "/flood.py", kConnectFlood);
+    Result r = run_confined("", fmt::format("python3 flood.py; cat {} 2>/dev/null; true", kSshKey),
+                            {"--audit-log", "journal"});
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_NE(r.err.find("went past the journal's budget"), std::string::npos) << r.err;
+    std::vector<Entry> entries;
+    uint64_t denials = 0, over_budget = 0, ring_lost = 0;
+    // The last record is the count of what went past the budget.
+    wait_until(
+        [&] {
+            entries = Journald::entries({"CONFINE_JOB=" + r.audit_job});
+            return !entries.empty() && field(entries.back(), "CONFINE_REASON") == "journal_rate_limit";
+        },
+        30);
+    for (const Entry& e : entries) {
+        if (field(e, "CONFINE_OP") == "lost")
+            (field(e, "CONFINE_REASON") == "journal_rate_limit" ? over_budget : ring_lost) +=
+                std::stoull(field(e, "CONFINE_COUNT"));
+        else
+            denials += field(e, "CONFINE_REPEATS").empty() ? 1 : std::stoull(field(e, "CONFINE_REPEATS"));
+    }
+    // Every denial (3,000 connects and the key) is an entry or counted.
+    EXPECT_EQ(denials + over_budget + ring_lost, 3001u)
+        << denials << " entries, " << over_budget << " over the budget, " << ring_lost << " lost in the ring";
+    EXPECT_GT(over_budget, 0u);
+    EXPECT_LT(entries.size(), 2500u) << "no budget held the flood";
 }
 
 TEST_F(AuditJournalTest, AJobCantWriteToTheJournal) {
@@ -170,6 +215,33 @@ TEST_F(AuditErrorTest, AReaderGoneStopsTheJob) {
             EXPECT_FALSE(exists(work() + "/ran")) << "the job ran on with its denials unlogged";
         }
     }
+}
+
+// A reader that keeps the log's pipe open and reads nothing stalls no
+// supervision: a line waits for it 10 s, then the job is stopped.
+TEST_F(AuditErrorTest, AReaderThatStopsReadingStallsNothing) {
+    write_file(work() + "/flood.py", kConnectFlood);
+    const std::string fifo = at("fifo");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    const RunSpec spec = {.args = {"--audit-log", fifo, "--timeout", "3"},
+                          .argv = {"/bin/sh", "-c", "python3 flood.py; sleep 100"}};
+    // Control: with a reader that reads, the job's timeout ends it.
+    Process reader = Process::start({.argv = {"/bin/sh", "-c", "cat " + fifo + " >/dev/null"}});
+    auto t0 = std::chrono::steady_clock::now();
+    Result control = run(spec);
+    auto control_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(control.status, 124) << control.describe();
+    reader.wait(30);
+
+    Process holder = Process::start({.argv = {"/bin/sh", "-c", "exec 3<" + fifo + "; sleep 100"}});
+    t0 = std::chrono::steady_clock::now();
+    Result r = run(spec);
+    auto stalled_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    kill(holder.pid(), SIGKILL);
+    holder.wait(10);
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find("the reader took no line for 10 s"), std::string::npos) << r.err;
+    EXPECT_LT(stalled_s, control_s + 30) << "supervision stalled: " << stalled_s << " s against " << control_s;
 }
 
 TEST_F(AuditErrorTest, ContinueRunsOnAndCountsWhatTheLogMissed) {

@@ -1,4 +1,4 @@
-// Audit lines can't be forged (issue #9, finding 9): whatever the job
+// Audit lines can't be forged: whatever the job
 // writes, wherever the log goes, no line of the log comes from the job.
 //
 // Without --audit-log the log is confine's stderr, and the job's stderr is

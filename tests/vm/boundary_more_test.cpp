@@ -1,4 +1,4 @@
-// The boundary, second round (issue #9): source routes, SO_REUSEPORT groups
+// The boundary, second round: source routes, SO_REUSEPORT groups
 // of outside sockets, prlimit on the job's own children, UDP sends that bind,
 // clone3(CLONE_INTO_CGROUP) from a root job, mounts in a user namespace, and
 // inode flags set through a read-only fd.

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -139,7 +141,7 @@ TEST_F(DaemonTest, AClientsJournalEntriesComeFromTheDaemon) {
     Result r = run(spec);
     EXPECT_EQ(r.status, 0) << r.describe();
     std::vector<std::map<std::string, std::string>> entries;
-    ASSERT_TRUE(wait_until([&] { return !(entries = Journald::entries({"CONFINE_JOB=" + r.job})).empty(); }, 30))
+    ASSERT_TRUE(wait_until([&] { return !(entries = Journald::entries({"CONFINE_JOB=" + r.audit_job})).empty(); }, 30))
         << r.describe();
     EXPECT_EQ(entries[0]["CONFINE_OP"], "open_read");
     EXPECT_EQ(entries[0]["CONFINE_TARGET"], kUserHome);
@@ -167,6 +169,36 @@ TEST_F(DaemonTest, AClientsLogOnAFullDiskStopsTheJob) {
     EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
     EXPECT_TRUE(wait_until([&] { return served_cgroup(r.job).empty(); }, 30)) << "the job outlived its client";
     EXPECT_FALSE(exists(work() + "/ran")) << "the job ran on with its denials unlogged";
+}
+
+// With --on-audit-error continue, the client counts what its log missed
+// and leads the next line it takes with that count, as root would.
+TEST_F(DaemonTest, AClientThatContinuesCountsWhatItsLogMissed) {
+    FullDisk disk(at("full"));
+    ASSERT_EQ(disk.error(), "");
+    start_daemon();
+    const std::string log = at("full/client-audit.jsonl");
+    RunSpec spec =
+        client(fmt::format("ls {} 2>/dev/null; touch first; while [ ! -e go ]; do sleep 0.1; done; "
+                           "cat {} 2>/dev/null; touch ran",
+                           kUserHome, kNotes));
+    spec.args = {"--audit-log", log, "--on-audit-error", "continue"};
+    Started s = start(spec);
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/first"); }, 60)) << "the job never started";
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    disk.free();
+    write_file(work() + "/go", "");
+    Result r = finish(s);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_TRUE(exists(work() + "/ran"));
+    EXPECT_NE(r.err.find("the job ran on"), std::string::npos) << r.err;
+    std::vector<AuditLine> lines = parse_audit(read_file(log));
+    ASSERT_GE(lines.size(), 2u) << read_file(log);
+    EXPECT_EQ(lines[0].str("op"), "lost") << lines[0].raw;
+    EXPECT_EQ(lines[0].str("reason"), "log_write_failed") << lines[0].raw;
+    EXPECT_EQ(lines[0].str("job"), r.audit_job) << lines[0].raw;
+    EXPECT_EQ(lines[0].num("count"), 1) << lines[0].raw;
+    EXPECT_EQ(lines[1].str("target"), kNotes) << lines[1].raw;
 }
 
 TEST_F(DaemonTest, TheCeilingHoldsWhereAClientAsksForMore) {

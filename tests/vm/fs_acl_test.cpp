@@ -1,4 +1,4 @@
-// POSIX ACLs outside the write set (issue #9, finding 3). Since 6.2 setting
+// POSIX ACLs outside the write set. Since 6.2 setting
 // or removing system.posix_acl_access / _default no longer passes the
 // setxattr hooks (nor inode_setattr): the kernel asks inode_set_acl and
 // inode_remove_acl. Every way to the same inode is tried: by path

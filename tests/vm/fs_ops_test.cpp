@@ -1,4 +1,4 @@
-// Filesystem enforcement, operation by operation (issue #3): every way of
+// Filesystem enforcement, operation by operation: every way of
 // opening, creating, removing, renaming, linking and changing a file, exec,
 // indirect and oddly spelled paths, carve-outs that don't exist yet, mounts,
 // the walk's limits, and a realistic session.
@@ -815,7 +815,7 @@ TEST_F(FsOpsTest, GitWorksInAPreparedCheckoutWhoseHooksAndConfigStayReadOnly) {
     EXPECT_EQ(control.out, "3\nhook=0\nconfig=0\n") << control.describe();
 }
 
-// Regression (a bug issue #3 found and fixed): rules name paths, and
+// Regression: rules name paths, and
 // renaming a directory moves everything under it to new paths. A carve-out below a
 // writable directory is escaped by renaming the directory away, using it,
 // and (for .git/hooks) renaming it back.
@@ -999,7 +999,7 @@ TEST_F(FsOpsTest, PathsLongerThan4096BytesAreNeverAllowed) {
     close(fd);
 }
 
-// Regression (a bug issue #3 found and fixed): utimes and xattr changes are
+// Regression: utimes and xattr changes are
 // decided on every mount of the file's filesystem, up to 4. Mounts in other
 // mount namespaces were skipped but still counted, so on a host with a few
 // private mount namespaces (systemd services with PrivateTmp= or

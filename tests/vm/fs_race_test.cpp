@@ -1,4 +1,4 @@
-// Filesystem decisions under a race (issue #3): a symlink in the workdir is
+// Filesystem decisions under a race: a symlink in the workdir is
 // swapped, atomically and as fast as the job can, between an allowed file
 // and the denied ~/.ssh/id_ed25519, while the same job keeps opening and
 // reading through it. confine decides on the object the kernel resolved, so

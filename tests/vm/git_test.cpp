@@ -1,4 +1,4 @@
-// What the account's own git trusts (issue #9, docs/design.md "What git
+// What the account's own git trusts (docs/design.md "What git
 // trusts"): the runner's git, run later outside any sandbox in the job's
 // checkout, must not execute or trust anything the job planted in the git
 // metadata.

@@ -199,7 +199,8 @@ std::string Result::describe() const {
     };
     if (l.str("verdict") != "deny") return fail("verdict is not \"deny\"");
     if (l.str("mode") != "enforce") return fail("mode is not \"enforce\"");
-    if (l.str("job") != r.job) return fail("job is not \"" + r.job + "\"");
+    const std::string& job = r.audit_job.empty() ? r.job : r.audit_job;
+    if (l.str("job") != job) return fail("job is not \"" + job + "\"");
     if (l.num("uid") != static_cast<int64_t>(g_user.uid)) return fail(fmt::format("uid is not {}", g_user.uid));
     for (const char* k : {"pid", "tgid", "cgroup_id"})
         if (l.num(k).value_or(0) <= 0) return fail(fmt::format("{} is missing or not positive", k));
@@ -391,7 +392,8 @@ VmTest::Started VmTest::start(const RunSpec& spec) {
     int n = ++runs_;
     // A daemon's client writes its audit log as the test user.
     if (!spec.daemon.empty()) make_dir(at("client"));
-    Started s{{}, job_id(n), at(fmt::format("{}audit-{}.jsonl", spec.daemon.empty() ? "" : "client/", n))};
+    Started s{{}, job_id(n), at(fmt::format("{}audit-{}.jsonl", spec.daemon.empty() ? "" : "client/", n)), ""};
+    s.audit_job = spec.daemon.empty() ? s.job : fmt::format("u{}.{}", g_user.uid, s.job);
     std::vector<std::string> argv = {confine_bin(), "run"};
     if (spec.as_user && spec.daemon.empty()) argv.insert(argv.end(), {"--user", kUser});
     argv.insert(argv.end(), {"--workdir", spec.workdir.empty() ? work_ : spec.workdir, "--audit-log", s.audit_path,
@@ -420,6 +422,7 @@ VmTest::Started VmTest::start(const RunSpec& spec) {
 Result VmTest::finish(Started& s, int timeout_s) {
     Result r = s.proc->wait(timeout_s);
     r.job = s.job;
+    r.audit_job = s.audit_job;
     r.audit = parse_audit(read_file(s.audit_path));
     return r;
 }

@@ -53,6 +53,7 @@ struct Result {
     std::string out, err;
     std::vector<AuditLine> audit;  // this run's audit log (confined runs only)
     std::string job;               // its --job-id
+    std::string audit_job;         // what its records name, if not `job`: u<UID>.<ID> through a daemon
     std::string describe() const;  // everything above, for failure messages
 };
 
@@ -141,7 +142,7 @@ protected:
     // The same, started in the background; finish with finish().
     struct Started {
         std::optional<Process> proc;
-        std::string job, audit_path;
+        std::string job, audit_path, audit_job;
     };
     Started start(const RunSpec& spec);
     Result finish(Started& s, int timeout_s = 120);

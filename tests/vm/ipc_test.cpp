@@ -1,4 +1,4 @@
-// IPC and keys across the job's boundary (issue #9, findings 5 and 6).
+// IPC and keys across the job's boundary.
 //
 // SysV IPC and POSIX message queues live in an IPC namespace, POSIX shared
 // memory in /dev/shm: each job gets its own of both, so the objects of

@@ -1,5 +1,5 @@
 // Ways into and out of the machine that bypass the TCP/UDP destination and
-// bind checks (issue #9, findings 1 and 2, and their classes):
+// bind checks:
 // - inet protocols other than TCP and UDP, SCTP first (its connectx socket
 //   option connects without connect(2)), refused at socket();
 // - the kernel's automatic bind to the wildcard address: listen() on a

@@ -1,4 +1,4 @@
-// Network enforcement, the whole surface (issue #4): TCP, UDP, IPv4, IPv6 and
+// Network enforcement, the whole surface: TCP, UDP, IPv4, IPv6 and
 // IPv4-mapped IPv6, connect, sendto and TCP Fast Open; unix sockets by path
 // (stream, datagram, seqpacket, through symlinks) and by abstract name; the
 // job's own loopback; bind rules; address families; and a real proxy.

@@ -1,4 +1,4 @@
-// Process isolation, the whole surface (issue #4): user namespaces every way
+// Process isolation, the whole surface: user namespaces every way
 // they can be made; ptrace, process_vm_readv, /proc/PID files and signals
 // aimed outside the job (at the same user's processes and at confine
 // itself); the job's cgroup and bpf(); and what a job leaves behind.

@@ -1,4 +1,4 @@
-// Processes outside the job, beyond signals and ptrace (issue #9, finding 4):
+// Processes outside the job, beyond signals and ptrace:
 // their resource limits (prlimit), nice (setpriority, every `which`), I/O
 // priority, scheduling policy and CPU affinity, and the /proc files that
 // change the same things.

@@ -1,4 +1,4 @@
-// The filtering proxy of `[network] domains` (issue #11): a job whose policy
+// The filtering proxy of `[network] domains`: a job whose policy
 // names domains reaches them, and only them, through a tinyproxy of its own
 // that confine starts outside the job's cgroup and points the job's proxy
 // variables at. Each test pairs what the job gets with what the same user

@@ -1,4 +1,4 @@
-// Terminals across the job's boundary (issue #9, finding 7).
+// Terminals across the job's boundary.
 //
 // A job has a devpts instance of its own on /dev/pts: the ptys it opens
 // through /dev/ptmx are there, another session's /dev/pts/N is not (ENOENT,
