@@ -279,6 +279,57 @@ std::optional<std::string> proxy_refusal(std::string_view line, const UrlFilter*
     return std::nullopt;
 }
 
+namespace {
+
+// Starts tinyproxy with CONF, its output on OUT: into the proxy's cgroup
+// (PROCS) before exec, so its sockets are born there; then as `user`, so
+// tinyproxy never runs as root (its own "User" would drop root only after
+// its start-up); in a session of its own, since a terminal's ^C or hangup,
+// meant for confine, would end it (in the foreground SIGHUP's default
+// action stands).
+Result<pid_t> spawn_tinyproxy(const std::string& procs, const std::string& conf, const passwd& user, int out) {
+    const uid_t uid = user.pw_uid;
+    const gid_t gid = user.pw_gid;
+    pid_t pid = fork();
+    if (pid < 0) return fail(Error::sys("proxy: fork"));
+    if (pid > 0) return pid;
+    int cg_fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (cg_fd < 0 || ::write(cg_fd, "0", 1) != 1 || setsid() < 0 || null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 ||
+        dup2(out, 2) < 0 || setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
+        setresuid(uid, uid, uid) != 0)
+        _exit(126);
+    syscall(SYS_close_range, 3, ~0U, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);  // confine ignores it; exec keeps that
+    const char* argv[] = {"tinyproxy", "-d", "-c", conf.c_str(), nullptr};
+    const char* envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", nullptr};
+    execve(kTinyproxy, const_cast<char**>(argv), const_cast<char**>(envp));
+    _exit(127);
+}
+
+// Waits up to kStartTimeout for tinyproxy (PID) to listen on PORT,
+// collecting what it prints on LOG: nullopt once it listens, its wait
+// status if it exited, -1 if it neither listened nor exited in time.
+std::optional<int> wait_listening(pid_t pid, uint16_t port, int log, std::string& output) {
+    fcntl(log, F_SETFL, O_NONBLOCK);
+    const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (listening(pid, port)) return std::nullopt;
+        pollfd pf{log, POLLIN, 0};
+        poll(&pf, 1, 10);
+        char buf[4096];
+        for (ssize_t n; (n = read(log, buf, sizeof buf)) > 0;) output.append(buf, static_cast<size_t>(n));
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    }
+    return -1;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64_t job_cgid, const std::string& job,
                                                   const std::vector<policy::Domain>& domains, bool audit_mode,
                                                   const std::string& dir) {
@@ -293,8 +344,6 @@ Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64
     const passwd* nobody = getpwnam("nobody");
     if (!nobody)
         return fail(Error::msg("proxy: no user 'nobody' to run tinyproxy as").hint("Add it: useradd -r nobody"));
-    const uid_t uid = nobody->pw_uid;
-    const gid_t gid = nobody->pw_gid;
     auto cg = JobCgroup::create(objs.proxies_parent(), job);
     if (!cg) return fail(cg.error());
     p.cg_.emplace(std::move(*cg));
@@ -318,60 +367,22 @@ Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64
         int pipe_fds[2];
         if (pipe2(pipe_fds, O_CLOEXEC) != 0) return fail(Error::sys("proxy: pipe"));
         Fd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
-        const std::string procs = p.cg_->path() + "/cgroup.procs";
-        pid_t pid = fork();
-        if (pid < 0) return fail(Error::sys("proxy: fork"));
-        if (pid == 0) {
-            // Into the proxy's cgroup before exec: its sockets are born
-            // there. Then nobody: tinyproxy never runs as root (its own
-            // "User" would drop root only after its start-up). A session
-            // of its own: a terminal's ^C or hangup, meant for confine, would
-            // end it (in the foreground SIGHUP's default action stands).
-            int cg_fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-            int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-            if (cg_fd < 0 || ::write(cg_fd, "0", 1) != 1 || setsid() < 0 || null < 0 || dup2(null, 0) < 0 ||
-                dup2(write_end.get(), 1) < 0 || dup2(write_end.get(), 2) < 0 || setgroups(0, nullptr) != 0 ||
-                setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
-                _exit(126);
-            syscall(SYS_close_range, 3, ~0U, 0);
-            sigset_t none;
-            sigemptyset(&none);
-            sigprocmask(SIG_SETMASK, &none, nullptr);
-            signal(SIGPIPE, SIG_DFL);  // confine ignores it; exec keeps that
-            const char* argv[] = {"tinyproxy", "-d", "-c", conf.c_str(), nullptr};
-            const char* envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", nullptr};
-            execve(kTinyproxy, const_cast<char**>(argv), const_cast<char**>(envp));
-            _exit(127);
-        }
+        auto pid = spawn_tinyproxy(p.cg_->path() + "/cgroup.procs", conf, *nobody, write_end.get());
+        if (!pid) return fail(pid.error());
         write_end.reset();
-        p.pid_ = pid;
-        fcntl(read_end.get(), F_SETFL, O_NONBLOCK);
-
-        auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-        bool exited = false;
-        int status = 0;
+        p.pid_ = *pid;
         output.clear();
-        while (std::chrono::steady_clock::now() < deadline) {
-            if (listening(pid, p.port_)) {
-                p.log_ = std::move(read_end);
-                p.pending_ = std::move(output);
-                return owner;
-            }
-            pollfd pf{read_end.get(), POLLIN, 0};
-            poll(&pf, 1, 10);
-            char buf[4096];
-            for (ssize_t n; (n = read(read_end.get(), buf, sizeof buf)) > 0;)
-                output.append(buf, static_cast<size_t>(n));
-            if (waitpid(pid, &status, WNOHANG) == pid) {
-                exited = true;
-                p.pid_ = -1;
-                break;
-            }
+        std::optional<int> status = wait_listening(*pid, p.port_, read_end.get(), output);
+        if (!status) {
+            p.log_ = std::move(read_end);
+            p.pending_ = std::move(output);
+            return owner;
         }
-        if (!exited) break;
+        if (*status < 0) break;  // neither listening nor gone
+        p.pid_ = -1;
         // 71 (EX_OSERR): someone took the port between free_port() and
         // tinyproxy's bind.
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 71) break;
+        if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 71) break;
     }
     if (output.size() > 2000) output.erase(0, output.size() - 2000);
     return fail(Error::msg(fmt::format("proxy: tinyproxy did not start listening on 127.0.0.1:{}; it said:\n{}",

@@ -182,6 +182,14 @@ void add_unique(toml::array& a, const std::string& value) {
     a.push_back(value);
 }
 
+// The base policy's text: FILE's, or the embedded default's.
+Result<std::string> read_base(const std::string& file) {
+    if (file.empty()) return std::string(policy::default_policy_text());
+    std::ifstream in(file);
+    if (!in) return fail(Error::sys("audit: reading the base policy " + file));
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 }  // namespace
 
 Result<std::string> suggest_policy(std::istream& log, const SuggestOptions& o) {
@@ -192,17 +200,13 @@ Result<std::string> suggest_policy(std::istream& log, const SuggestOptions& o) {
     // Finds the job's private directories before the base is compiled.
     for (const auto& [path, need] : w.paths) vars.put_back(path);
 
-    std::string base_text(o.base_file.empty() ? policy::default_policy_text() : "");
-    if (!o.base_file.empty()) {
-        std::ifstream in(o.base_file);
-        if (!in) return fail(Error::sys("audit: reading the base policy " + o.base_file));
-        base_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    auto base = policy::parse(base_text, o.base_file.empty() ? "<default>" : o.base_file);
+    auto base_text = read_base(o.base_file);
+    if (!base_text) return fail(base_text.error());
+    auto base = policy::parse(*base_text, o.base_file.empty() ? "<default>" : o.base_file);
     if (!base) return fail(Error::msg("audit: the base policy: " + base.error().front().str()));
     auto compiled = policy::compile(*base, vars.vars());
     if (!compiled) return fail(Error::msg("audit: the base policy: " + compiled.error().message));
-    toml::table root = toml::parse(base_text);
+    toml::table root = toml::parse(*base_text);
 
     // Only what the base doesn't grant already.
     std::map<std::string, uint8_t> missing;

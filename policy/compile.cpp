@@ -585,12 +585,14 @@ std::vector<FsTableEntry> fs_table(const Compiled& c) {
     // A guard or a listable directory changes no access: it has the access
     // its path has anyway (listing is granted separately).
     for (const std::string& g : c.guards) {
-        at(g).access = access_at(c, g);
-        at(g).guard = true;
+        FsTableEntry& e = at(g);
+        e.access = access_at(c, g);
+        e.guard = true;
     }
     for (const std::string& l : c.listable) {
-        at(l).access |= access_at(c, l);
-        at(l).listable = true;
+        FsTableEntry& e = at(l);
+        e.access |= access_at(c, l);
+        e.listable = true;
     }
     std::vector<FsTableEntry> out;
     for (auto& [prefix, e] : t) out.push_back(std::move(e));
