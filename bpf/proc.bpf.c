@@ -33,9 +33,10 @@
  *                         or attached trees, nor overlays, which would give
  *                         files a second path; fresh tmpfs, proc, sysfs,
  *                         mqueue and devpts alias nothing and pass.
- *   file_ioctl (terminals) - TIOCSCTTY only on a pty of the job's own,
- *                         TIOCSTI and TIOCLINUX never: no typing into a
- *                         terminal outside the job.
+ *   file_ioctl (terminals) - TIOCSCTTY and TCXONC only on a pty of the
+ *                         job's own, TIOCSTI and TIOCLINUX never: no typing
+ *                         into a terminal outside the job, nor stopping its
+ *                         output (confine's audit lines may go there).
  *   bpf                 - no bpf() at all from a job, so a job can't reach
  *                         confine's pinned maps and programs even where
  *                         unprivileged BPF is enabled.
@@ -432,7 +433,10 @@ static __always_inline int check_owner(unsigned int cmd, unsigned long arg)
  * passed down as stdin, would do. So a job may take as controlling
  * terminal only one of its own (a pty opened in its own mount namespace,
  * whose devpts is private), and never types into one, nor uses TIOCLINUX
- * (selection paste on a console). From include/uapi/asm-generic/ioctls.h. */
+ * (selection paste on a console). Nor may it stop (TCXONC: tcflow()) the
+ * output of a terminal it shares with confine, whose writes there would
+ * wait. From include/uapi/asm-generic/ioctls.h. */
+#define TCXONC    0x540A
 #define TIOCSCTTY 0x540E
 #define TIOCSTI   0x5412
 #define TIOCLINUX 0x541C
@@ -451,10 +455,10 @@ static __always_inline int check_tty(struct file *file, unsigned int cmd)
     struct confine_job *job;
     __u64 cgid;
 
-    if (cmd != TIOCSCTTY && cmd != TIOCSTI && cmd != TIOCLINUX)
+    if (cmd != TIOCSCTTY && cmd != TCXONC && cmd != TIOCSTI && cmd != TIOCLINUX)
         return 0;
     job = current_job(&cgid);
-    if (!job || (cmd == TIOCSCTTY && own_terminal(file)))
+    if (!job || ((cmd == TIOCSCTTY || cmd == TCXONC) && own_terminal(file)))
         return 0;
     return refuse(job, cgid, CONFINE_OP_TTY) == ALLOW ? 0 : -EPERM;
 }

@@ -296,7 +296,8 @@ Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, boo
     fstat(fd.get(), &st);
     const bool socket = S_ISSOCK(st.st_mode);
     if (given && !socket && !S_ISREG(st.st_mode)) {
-        Fd own(::open(fmt::format("/proc/self/fd/{}", *given).c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC));
+        // O_NONBLOCK: a FIFO with no reader fails (ENXIO) instead of waiting.
+        Fd own(::open(fmt::format("/proc/self/fd/{}", *given).c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC));
         if (own) fd = std::move(own);
     }
     if (!socket && (!given || !S_ISREG(st.st_mode))) fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK);

@@ -266,6 +266,7 @@ public:
         sigprocmask(SIG_BLOCK, &sigs_, nullptr);
         sfd_.reset(signalfd(-1, &sigs_, SFD_CLOEXEC | SFD_NONBLOCK));
         signal(SIGPIPE, SIG_IGN);
+        signal(SIGTTOU, SIG_IGN);  // as confine run: see main.cpp
     }
 
     // Until SIGTERM, SIGINT or SIGHUP.

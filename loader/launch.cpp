@@ -95,7 +95,7 @@ void drop_privileges(const LaunchSpec& s, int report) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD}) signal(sig, SIG_DFL);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTTOU, SIGCHLD}) signal(sig, SIG_DFL);
 
     // A session of its own: the job has no controlling terminal, so it can't
     // push input into the caller's (TIOCSTI) or signal its process group.

@@ -117,8 +117,11 @@ int cmd_run(int argc, char** argv) {
     for (int i = optind; i < argc; i++) o.command.push_back(argv[i]);
     confine::set_libbpf_verbose(verbose);
     // A log reader that went away is a write error to handle
-    // (--on-audit-error), not the end of confine and its supervision.
+    // (--on-audit-error), not the end of confine and its supervision. And
+    // a job that sets TOSTOP on a terminal it shares with confine must not
+    // stop confine with SIGTTOU when it writes there.
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGTTOU, SIG_IGN);
     // Without root, the daemon starts the job.
     return geteuid() == 0 ? confine::run(o) : confine::run_through_daemon(o);
 }

@@ -303,7 +303,7 @@ Result<pid_t> spawn_tinyproxy(const std::string& procs, const std::string& conf,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGPIPE, SIG_DFL);  // confine ignores it; exec keeps that
+    for (int sig : {SIGPIPE, SIGTTOU}) signal(sig, SIG_DFL);  // confine ignores them; exec keeps that
     const char* argv[] = {"tinyproxy", "-d", "-c", conf.c_str(), nullptr};
     const char* envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", nullptr};
     execve(kTinyproxy, const_cast<char**>(argv), const_cast<char**>(envp));

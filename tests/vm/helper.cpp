@@ -825,6 +825,7 @@ int race(int argc, char** argv) {
 //   pty,own                    a pty via /dev/ptmx, a line through it each way: ok SLAVE
 //   ttyread,PATH               open PATH (O_NOCTTY), read a line (5 s at most): ok LINE
 //   tiocsti,FD,TEXT            push TEXT and a newline into FD's input (TIOCSTI)
+//   tcxonc,FD                  stop FD's output, then restart it (tcflow: TCXONC)
 //   tiocsctty,FD               make FD our controlling terminal
 // victims: each child is named "victim", dies with this process, and shares
 // its memory image; FILE gets the address of the secret vmread checks, then
@@ -1725,6 +1726,11 @@ std::string op_tty(const std::vector<std::string>& f) {
             if (ioctl(fd, TIOCSTI, &c) != 0) return err("TIOCSTI");
         return "ok";
     }
+    if (name == "tcxonc" && f.size() == 2) {
+        int fd = std::stoi(f[1]);
+        if (tcflow(fd, TCOOFF) != 0) return err("TCXONC");
+        return tcflow(fd, TCOON) == 0 ? "ok" : err("TCXONC");
+    }
     if (name == "tiocsctty" && f.size() == 2)
         return ioctl(std::stoi(f[1]), TIOCSCTTY, 0) == 0 ? "ok" : err("TIOCSCTTY");
     return "usage";
@@ -1735,7 +1741,7 @@ std::optional<std::string> op_sched_ipc_key_tty(const std::vector<std::string>& 
     static const std::vector<std::string> sched = {"prlimit", "setpriority", "getnice",  "ioprio", "affinity",
                                                    "sched",   "setattr",     "setparam", "child"};
     static const std::vector<std::string> ipc = {"shm", "msg", "sem", "mq", "pshm"};
-    static const std::vector<std::string> tty = {"pty", "ttyread", "tiocsti", "tiocsctty"};
+    static const std::vector<std::string> tty = {"pty", "ttyread", "tiocsti", "tiocsctty", "tcxonc"};
     auto in = [&](const std::vector<std::string>& names) {
         return std::find(names.begin(), names.end(), f[0]) != names.end();
     };

@@ -102,6 +102,31 @@ TEST_F(TtyTest, TheJobMakesPtysOfItsOwn) {
     EXPECT_TRUE(r.audit.empty()) << r.describe();
 }
 
+// A terminal the job shares with confine (its stderr, where the audit log
+// may go): stopping its output (tcflow, TCXONC) would make confine's writes
+// wait, and the job's timeout with them.
+TEST_F(TtyTest, TheJobCannotStopAnInheritedTerminalsOutput) {
+    const std::string slave = hold_pty("unused", 0);
+    ASSERT_TRUE(slave.starts_with("/dev/pts/")) << slave;
+    const std::string op = "tcxonc,0";
+    // Control: the same user, the terminal as its stdin.
+    Result control = run_root(fmt::format("exec setpriv --reuid={} --regid={} --init-groups ./vmhelper netproc {} <>{}",
+                                          test_user().uid, test_user().gid, op, slave));
+    EXPECT_EQ(parse_ops(control.out)[op], "ok") << control.describe();
+    ASSERT_FALSE(HasFailure());
+
+    const std::string audit = at("audit-tcxonc.jsonl");
+    Result r =
+        run_root(fmt::format("exec {} run --user {} --workdir {} --audit-log {} --job-id tcxonc-job -- "
+                             "./vmhelper netproc {} <>{}",
+                             confine_bin(), kUser, work(), audit, op, slave));
+    r.job = "tcxonc-job";
+    r.audit = parse_audit(read_file(audit));
+    EXPECT_EQ(parse_ops(r.out)[op], "TCXONC:EPERM") << r.describe();
+    ASSERT_EQ(r.audit.size(), 1u) << r.describe();
+    EXPECT_EQ(r.audit[0].str("op"), "tty") << r.describe();
+}
+
 // confine's caller's terminal, inherited as fd 0: TIOCSTI would type into
 // it (the caller's shell runs it once the job ends); the kernel allows that
 // only on the caller's controlling terminal, which the job, in a session of
