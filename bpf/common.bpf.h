@@ -51,6 +51,14 @@ struct {
 #define ALLOW 1
 #define DENY  0
 
+/* Global lsm programs return 0 or an errno instead. */
+#define EPERM  1
+#define EACCES 13
+static __always_inline int as_errno(int verdict)
+{
+    return verdict == ALLOW ? 0 : -EPERM;
+}
+
 /* The job of the current task. Programs are attached only to job cgroups,
  * and a job never gets to create child cgroups, so the task's own cgroup id
  * is the job's key. NULL means the job is being torn down: deny. */
@@ -100,14 +108,20 @@ static __always_inline int verdict(struct confine_job *job)
     return (job->flags & CONFINE_JOB_AUDIT) ? ALLOW : DENY;
 }
 
-/* Reports an access without a target and returns the verdict. */
-static __always_inline int refuse(struct confine_job *job, __u64 cgid, __u16 op)
+/* Reports an access without a target, refused for `reason`, and returns
+ * the verdict. */
+static __always_inline int refuse_for(struct confine_job *job, __u64 cgid, __u16 op, __u8 reason)
 {
-    struct confine_event *e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY, CONFINE_EVENT_HEADER);
+    struct confine_event *e = event_reserve(job, cgid, op, reason, CONFINE_EVENT_HEADER);
 
     if (e)
         bpf_ringbuf_submit(e, 0);
     return verdict(job);
+}
+
+static __always_inline int refuse(struct confine_job *job, __u64 cgid, __u16 op)
+{
+    return refuse_for(job, cgid, op, CONFINE_REASON_POLICY);
 }
 
 #endif

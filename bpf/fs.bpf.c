@@ -35,13 +35,15 @@
  *                  one must allow the write.
  *
  * A decision resolves that pair to an absolute path (path.bpf.h) and looks
- * it up in the job's rules: longest prefix wins (see fs.h). Files on
+ * it up in the job's rules (fs_rules.bpf.h): longest prefix wins. Opens and
+ * executable mappings go through the decision cache (fs_cache.bpf.h). Files on
  * kernel-internal mounts (pipes, sockets, memfds re-opened through
  * /proc/self/fd; overlayfs layers) pass: the job already holds them, or the
  * outer open was decided. So do opens the kernel makes with another user's
  * credentials swapped in (overlayfs re-opening the real file on 6.1).
  */
-#include "bpf/path.bpf.h"
+#include "bpf/fs_cache.bpf.h"
+#include "bpf/sb_mounts.bpf.h"
 
 /* From include/linux/fs.h, unchanged from 6.1 to 7.1 (#defines are not in
  * BTF). do_open_execat() marks an exec open with __FMODE_EXEC in f_flags,
@@ -51,199 +53,6 @@
 #define O_TRUNC       01000
 #define __O_TMPFILE   020000000
 #define FMODE_CREATED 0x100000 /* 1 << 20, the same from 6.1 to 7.1 */
-#define S_IFMT        00170000
-#define S_IFCHR       0020000
-#define S_IFDIR       0040000
-
-/* key: the job's cgroup id then the path with a trailing '/';
- * value: CONFINE_FS_* access bits granted at and below that path. */
-struct {
-    __uint(type, BPF_MAP_TYPE_LPM_TRIE);
-    __uint(max_entries, CONFINE_MAX_FS_RULES);
-    __type(key, struct confine_fs_key);
-    __type(value, __u32);
-    __uint(map_flags, BPF_F_NO_PREALLOC);
-    __uint(pinning, LIBBPF_PIN_BY_NAME);
-} fs_rules SEC(".maps");
-
-/* The access bits the job's rules grant a resolved path, plus
- * CONFINE_FS_NOT_GUARD unless the path is a guard entry itself, and
- * CONFINE_FS_LIST where it may be read or is a listable entry itself. */
-static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
-{
-    struct confine_fs_key *k = &r->s->key;
-    __u32 plen = resolved_len(r), klen = plen, *access, bits;
-    bool exact;
-
-    /* Key: "/" for the root, else the path and a '/', cut to the key size
-     * (no rule is longer, so the longest match is unchanged). */
-    if (plen > 1) {
-        bound(klen);
-        if (klen > CONFINE_RULE_PATH_MAX)
-            klen = CONFINE_RULE_PATH_MAX;
-        bpf_probe_read_kernel(k->path, klen, &r->s->buf[r->off]);
-        if (plen < CONFINE_RULE_PATH_MAX) {
-            klen = plen;
-            bound(klen);
-            if (klen >= CONFINE_RULE_PATH_MAX)
-                klen = CONFINE_RULE_PATH_MAX - 1;
-            k->path[klen++] = '/';
-        }
-    } else {
-        k->path[0] = '/';
-    }
-    k->prefixlen = confine_fs_prefixlen(klen);
-    k->cgroup_id_lo = (__u32)cgid;
-    k->cgroup_id_hi = cgid >> 32;
-    access = bpf_map_lookup_elem(&fs_rules, k);
-    if (!access)
-        return CONFINE_FS_NOT_GUARD;
-    exact = confine_fs_value_path_bytes(*access) == klen;
-    bits = *access & (CONFINE_FS_READ | CONFINE_FS_WRITE | CONFINE_FS_EXEC);
-    if ((bits & CONFINE_FS_READ) || (exact && (*access & CONFINE_FS_LIST)))
-        bits |= CONFINE_FS_LIST;
-    if (!(exact && (*access & CONFINE_FS_GUARD)))
-        bits |= CONFINE_FS_NOT_GUARD;
-    return bits;
-}
-
-/* Decides an access needing `need` (CONFINE_FS_*) to the file at
- * (dentry, mnt), reporting a refusal as `op`. Sets *bits to what the rules
- * grant the path, or 0 if the walk failed closed. */
-static __always_inline int decide_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
-                                       struct vfsmount *mnt, __u16 op, __u32 need, __u32 *bits)
-{
-    struct resolved r;
-    int ret;
-
-    *bits = 0;
-    if (!resolve(dentry, mnt, &r))
-        return refuse(job, cgid, op);
-    if (r.reason == CONFINE_REASON_POLICY) {
-        *bits = granted(&r, cgid);
-        if ((*bits & need) == need) {
-            scratch_release(r.s);
-            return ALLOW;
-        }
-    }
-    ret = verdict(job);
-    report_resolved(job, cgid, op, r.reason, &r, CONFINE_TARGET_PATH);
-    scratch_release(r.s);
-    return ret;
-}
-
-static __always_inline int check_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
-                                      struct vfsmount *mnt, __u16 op, __u32 need)
-{
-    __u32 bits;
-
-    return decide_path(job, cgid, dentry, mnt, op, need, &bits);
-}
-
-/* ---- the decision cache -------------------------------------------------- */
-
-/* A decision depends on the file's path, which is fixed by (dentry, mount)
- * until a rename moves a dentry or the mount tree changes, and on the task's
- * root. So a decision is kept on the inode, tagged with all of those and
- * with the kernel's own change counters for both trees: rename_lock's
- * sequence (every d_move) and mount_lock's (every mount tree change), plus
- * `fs_gen`, which path_rename and path_link bump (64 bits: no wrap-around
- * to an old tag). A file with several hard links has several paths for one
- * inode and is never cached. See docs/design.md, "The decision cache". */
-extern const void rename_lock __ksym __weak;
-extern const void mount_lock __ksym __weak;
-
-#define CACHE_SLOTS 4       /* decisions per inode, one per job (cgroup id % 4) */
-#define CACHE_BITS  0x3full /* CONFINE_FS_READ | WRITE | EXEC | NOT_GUARD | LIST */
-
-struct fs_cache {
-    __u64 slot[CACHE_SLOTS]; /* tag | granted bits; 0: empty */
-};
-struct {
-    __uint(type, BPF_MAP_TYPE_INODE_STORAGE);
-    __uint(map_flags, BPF_F_NO_PREALLOC);
-    __type(key, int);
-    __type(value, struct fs_cache);
-} fs_cache SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, __u64);
-} fs_gen SEC(".maps");
-
-static __always_inline void fs_gen_bump(void)
-{
-    __u32 zero = 0;
-    __u64 *gen = bpf_map_lookup_elem(&fs_gen, &zero);
-
-    if (gen)
-        __sync_fetch_and_add(gen, 1);
-}
-
-/* A seqlock's sequence (its first word); odd while a writer is in, and odd
- * too when the kernel has no such symbol, which disables the cache. */
-static __always_inline __u32 seq_of(const void *lock)
-{
-    __u32 seq = 1;
-
-    if (lock)
-        bpf_probe_read_kernel(&seq, sizeof(seq), lock);
-    return seq;
-}
-
-static __always_inline __u64 mix(__u64 h, __u64 v)
-{
-    h = (h ^ v) * 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 31);
-}
-
-/* What a decision for job `cgid` on (dentry, mnt) depends on, or 0 if a
- * rename or mount change is under way. */
-static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct vfsmount *mnt)
-{
-    struct task_struct *task = bpf_get_current_task_btf();
-    __u32 rs = seq_of(&rename_lock), ms = seq_of(&mount_lock), zero = 0;
-    __u64 *gen = bpf_map_lookup_elem(&fs_gen, &zero), h;
-
-    if (((rs | ms) & 1) || !gen)
-        return 0;
-    h = mix(cgid, (__u64)dentry);
-    h = mix(h, (__u64)mnt);
-    h = mix(h, (__u64)BPF_CORE_READ(task, fs, root.dentry));
-    h = mix(h, (__u64)BPF_CORE_READ(task, fs, root.mnt));
-    h = mix(h, ((__u64)rs << 32) | ms);
-    h = mix(h, *gen);
-    return h & ~CACHE_BITS;
-}
-
-/* check_path for an open file, through the cache: `file` must be a BTF
- * pointer (a hook argument), for its inode's storage. */
-static __always_inline int check_file(struct confine_job *job, __u64 cgid, struct file *file,
-                                      struct dentry *dentry, struct vfsmount *mnt, __u16 op, __u32 need)
-{
-    struct inode *inode = file->f_inode;
-    struct fs_cache *c = NULL;
-    __u64 tag = 0, v;
-    __u32 bits;
-    int ret;
-
-    if (inode && ((BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR || BPF_CORE_READ(inode, i_nlink) <= 1))
-        tag = cache_tag(cgid, dentry, mnt);
-    if (tag)
-        c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (c) {
-        v = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
-        if ((v & ~CACHE_BITS) == tag && (v & need) == need)
-            return ALLOW;
-    }
-    ret = decide_path(job, cgid, dentry, mnt, op, need, &bits);
-    /* Kept only if nothing moved while we walked. */
-    if (c && bits && cache_tag(cgid, dentry, mnt) == tag)
-        *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)] = tag | bits;
-    return ret;
-}
 
 /* ---- lsm_cgroup hooks ---------------------------------------------------- */
 
@@ -297,9 +106,9 @@ static __always_inline bool discard_device(struct inode *inode)
 {
     __u32 rdev;
 
-    if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFCHR)
+    if ((inode->i_mode & S_IFMT) != S_IFCHR)
         return false;
-    rdev = BPF_CORE_READ(inode, i_rdev);
+    rdev = inode->i_rdev;
     return rdev == ((1u << 20) | 3) || rdev == ((1u << 20) | 5) || rdev == ((1u << 20) | 7);
 }
 
@@ -316,18 +125,21 @@ int BPF_PROG(confine_file_open, struct file *file)
     if (!job)
         return DENY;
 
+    /* Direct loads through the hook's BTF pointers where the value isn't
+     * hashed (the verifier allows no arithmetic on pointers it knows): a
+     * BPF_CORE_READ is a helper call each, and this is the hottest hook. */
     mnt = BPF_CORE_READ(file, f_path.mnt);
     dentry = BPF_CORE_READ(file, f_path.dentry);
-    flags = BPF_CORE_READ(file, f_flags);
+    flags = file->f_flags;
     if (flags & __FMODE_EXEC)
         return check_exec(job, cgid, file, mnt, dentry);
     if (internal_mount(mnt) || kernel_override(bpf_get_current_task_btf()))
         return ALLOW;
     if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
         return ALLOW;
-    if (discard_device(BPF_CORE_READ(file, f_inode)))
+    if (discard_device(file->f_inode))
         return ALLOW;
-    fmode = BPF_CORE_READ(file, f_mode);
+    fmode = file->f_mode;
     /* This open just created the file, and path_mknod allowed that in this
      * same call (a writable path is readable too). O_TMPFILE files are
      * created without path_mknod, and are decided here. */
@@ -338,7 +150,7 @@ int BPF_PROG(confine_file_open, struct file *file)
         return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_WRITE,
                           CONFINE_FS_READ | CONFINE_FS_WRITE);
     /* Reading a directory lists it: its own rule, or a listable entry. */
-    if ((BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) == S_IFDIR)
+    if ((file->f_inode->i_mode & S_IFMT) == S_IFDIR)
         return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_LIST);
     return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_READ);
 }
@@ -358,10 +170,8 @@ int BPF_PROG(confine_path_mknod, const struct path *dir, struct dentry *dentry, 
 
 /* ---- global lsm hooks ---------------------------------------------------- */
 
-/* Global lsm programs return an errno (0: allow) and run for every task:
- * those outside a job (no `jobs` entry for their cgroup) pass at once. */
-#define EPERM           1
-#define GLOBAL(verdict) ((verdict) == ALLOW ? 0 : -EPERM)
+/* Global lsm programs run for every task: those outside a job (no `jobs`
+ * entry for their cgroup) pass at once. */
 
 /* The entry `dentry` in directory `dir` must be writable. */
 static __always_inline int global_entry(const struct path *dir, struct dentry *dentry, __u16 op)
@@ -372,7 +182,7 @@ static __always_inline int global_entry(const struct path *dir, struct dentry *d
     job = current_job(&cgid);
     if (!job)
         return 0;
-    return GLOBAL(check_path(job, cgid, dentry, BPF_CORE_READ(dir, mnt), op, CONFINE_FS_WRITE));
+    return as_errno(check_path(job, cgid, dentry, BPF_CORE_READ(dir, mnt), op, CONFINE_FS_WRITE));
 }
 
 /* The file at `path` must be writable. */
@@ -384,7 +194,7 @@ static __always_inline int global_file(const struct path *path, __u16 op)
     job = current_job(&cgid);
     if (!job)
         return 0;
-    return GLOBAL(
+    return as_errno(
         check_path(job, cgid, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), op, CONFINE_FS_WRITE));
 }
 
@@ -429,10 +239,10 @@ int BPF_PROG(confine_path_rename, const struct path *old_dir, struct dentry *old
     job = current_job(&cgid);
     if (!job)
         return 0;
-    ret = GLOBAL(check_path(job, cgid, old_dentry, BPF_CORE_READ(old_dir, mnt), CONFINE_OP_RENAME, need));
+    ret = as_errno(check_path(job, cgid, old_dentry, BPF_CORE_READ(old_dir, mnt), CONFINE_OP_RENAME, need));
     if (ret)
         return ret;
-    return GLOBAL(check_path(job, cgid, new_dentry, BPF_CORE_READ(new_dir, mnt), CONFINE_OP_RENAME, need));
+    return as_errno(check_path(job, cgid, new_dentry, BPF_CORE_READ(new_dir, mnt), CONFINE_OP_RENAME, need));
 }
 
 SEC("lsm/path_link")
@@ -472,7 +282,7 @@ int BPF_PROG(confine_mmap_file, struct file *file, unsigned long reqprot, unsign
 
     if (!file || !(prot & PROT_EXEC) || !(job = exec_list_job(&cgid)))
         return 0;
-    return GLOBAL(
+    return as_errno(
         check_exec(job, cgid, file, BPF_CORE_READ(file, f_path.mnt), BPF_CORE_READ(file, f_path.dentry)));
 }
 
@@ -503,11 +313,11 @@ int BPF_PROG(confine_file_mprotect, struct vm_area_struct *vma, unsigned long re
     m = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
     if (!kernel_mount(mnt) && BPF_CORE_READ(m, mnt_ns) == MNT_NS_INTERNAL) {
         if (!bpf_core_type_exists(struct backing_file___confine))
-            return GLOBAL(refuse(job, cgid, CONFINE_OP_EXEC));
+            return as_errno(refuse(job, cgid, CONFINE_OP_EXEC));
         mnt = BPF_CORE_READ((struct backing_file___confine *)file, user_path.mnt);
         dentry = BPF_CORE_READ((struct backing_file___confine *)file, user_path.dentry);
     }
-    return GLOBAL(check_exec(job, cgid, NULL, mnt, dentry));
+    return as_errno(check_exec(job, cgid, NULL, mnt, dentry));
 }
 
 /* Inode flags (chattr: noatime, nodump, sync, casefold...), project ids,
@@ -567,79 +377,10 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 /* ---- dentry-only hooks --------------------------------------------------- */
 
 /* From include/linux/fs.h (unchanged 6.1 to 7.1). */
-#define ATTR_MODE     0x1
-#define ATTR_UID      0x2
-#define ATTR_GID      0x4
-#define ATTR_SIZE     0x8
-#define MAX_SB_MOUNTS 4    /* mounts of one filesystem we decide through */
-#define MAX_SB_LIST   4096 /* mounts of one filesystem, all namespaces, we look at */
-
-/* The mounts of a superblock: a list_head through mount.mnt_instance up to
- * 6.12; later kernels (seen in 7.2) chain them from a struct mount *
- * s_mounts through mount.mnt_next_for_sb. */
-struct super_block___mount_chain {
-    struct mount *s_mounts;
-} __attribute__((preserve_access_index));
-struct mount___mount_chain {
-    struct mount *mnt_next_for_sb;
-} __attribute__((preserve_access_index));
-
-static __always_inline bool mount_chain(void)
-{
-    return bpf_core_field_exists(struct mount___mount_chain, mnt_next_for_sb);
-}
-
-static __always_inline struct mount *sb_first_mount(struct super_block *sb)
-{
-    struct list_head *head, *next;
-
-    if (mount_chain())
-        return BPF_CORE_READ((struct super_block___mount_chain *)sb, s_mounts);
-    head = (void *)sb + bpf_core_field_offset(struct super_block, s_mounts);
-    next = BPF_CORE_READ(sb, s_mounts.next);
-    return next == head ? NULL : (void *)next - bpf_core_field_offset(struct mount, mnt_instance);
-}
-
-static __always_inline struct mount *sb_next_mount(struct super_block *sb, struct mount *m)
-{
-    struct list_head *head, *next;
-
-    if (mount_chain())
-        return BPF_CORE_READ((struct mount___mount_chain *)m, mnt_next_for_sb);
-    head = (void *)sb + bpf_core_field_offset(struct super_block, s_mounts);
-    next = BPF_CORE_READ(m, mnt_instance.next);
-    return next == head ? NULL : (void *)next - bpf_core_field_offset(struct mount, mnt_instance);
-}
-
-/* Collects the mounts of a superblock that are in the task's namespace. */
-struct sb_walk {
-    struct super_block *sb;
-    struct mount *m; /* next to look at; NULL when the list is done */
-    struct mnt_namespace *ns;
-    struct vfsmount *found[MAX_SB_MOUNTS];
-    __u32 n;
-    bool overflow;
-};
-
-static long sb_step(__u32 i, void *arg)
-{
-    struct sb_walk *w = arg;
-    struct mount *m = w->m; /* a local: CO-RE reads can't start in our struct */
-
-    if (!m)
-        return 1;
-    if (BPF_CORE_READ(m, mnt_ns) == w->ns) {
-        if (w->n >= MAX_SB_MOUNTS) {
-            w->overflow = true;
-            return 1;
-        }
-        w->found[w->n & (MAX_SB_MOUNTS - 1)] = (void *)m + bpf_core_field_offset(struct mount, mnt);
-        w->n++;
-    }
-    w->m = sb_next_mount(w->sb, m);
-    return 0;
-}
-
+#define ATTR_MODE 0x1
+#define ATTR_UID  0x2
+#define ATTR_GID  0x4
+#define ATTR_SIZE 0x8
 /* The file at `dentry` must be writable through every mount of its
  * filesystem in the task's mount namespace that resolves under the task's
  * root. Mounts in other namespaces (systemd services' private ones) don't
@@ -648,7 +389,6 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
 {
     struct task_struct *task = bpf_get_current_task_btf();
     struct sb_walk w = {};
-    struct confine_event *e;
     struct confine_job *job;
     struct resolved r;
     __u64 cgid;
@@ -656,19 +396,11 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     job = current_job(&cgid);
     if (!job || kernel_override(task))
         return 0;
-    w.sb = BPF_CORE_READ(dentry, d_sb);
-    w.ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
-    w.m = sb_first_mount(w.sb);
-    bpf_loop(MAX_SB_LIST, sb_step, &w, 0);
-    if (w.overflow || w.m) {
-        e = event_reserve(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS, CONFINE_EVENT_HEADER);
-        if (e)
-            bpf_ringbuf_submit(e, 0);
-        return GLOBAL(verdict(job));
-    }
+    if (!sb_mounts_in(BPF_CORE_READ(dentry, d_sb), BPF_CORE_READ(task, nsproxy, mnt_ns), &w))
+        return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS));
     for (__u32 i = 0; i < w.n && i < MAX_SB_MOUNTS; i++) {
         if (!resolve(dentry, w.found[i], &r))
-            return GLOBAL(refuse(job, cgid, op));
+            return as_errno(refuse(job, cgid, op));
         /* A mount under another root (a layer the job can't name) grants
          * and denies nothing; a reachable one must allow the write. */
         if (r.reason == CONFINE_REASON_OUTSIDE_ROOT ||
@@ -677,7 +409,7 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
             continue;
         }
         scratch_release(r.s);
-        return GLOBAL(check_path(job, cgid, dentry, w.found[i], op, CONFINE_FS_WRITE));
+        return as_errno(check_path(job, cgid, dentry, w.found[i], op, CONFINE_FS_WRITE));
     }
     return 0;
 }
@@ -695,8 +427,7 @@ struct mnt_idmap; /* not in 6.1's BTF */
 
 /* Since 6.3 (commit c1632a0f1120, "fs: port ->setattr() to pass mnt_idmap")
  * inode_setattr takes a struct mnt_idmap * first. The loader loads the
- * variant that matches the running kernel: a program whose name ends in
- * _pre_6_3 replaces its namesake on kernels without struct mnt_idmap. */
+ * variant that matches the running kernel (loader/kernel_variants.cpp). */
 SEC("lsm/inode_setattr")
 int BPF_PROG(confine_inode_setattr, struct mnt_idmap *idmap, struct dentry *dentry, struct iattr *attr)
 {

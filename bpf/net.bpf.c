@@ -364,8 +364,6 @@ int BPF_PROG(confine_socket_sendmsg, struct socket *sock, struct msghdr *msg, in
     return ALLOW;
 }
 
-#define EPERM 1
-
 /* inet and inet6: TCP and UDP only. `type` is already masked with
  * SOCK_TYPE_MASK (__sys_socket_create), and protocol 0 picks the type's
  * default, which for SOCK_SEQPACKET is SCTP: hence the type check. */
@@ -389,7 +387,7 @@ int BPF_PROG(confine_socket_create, int family, int type, int protocol, int kern
     if (family >= 0 && family < 64 && (job->families & (1ull << family)) &&
         ((family != AF_INET && family != AF_INET6) || tcp_or_udp(type, protocol)))
         return 0;
-    return refuse_socket(job, cgid, CONFINE_OP_SOCKET, family, type, protocol) == ALLOW ? 0 : -EPERM;
+    return as_errno(refuse_socket(job, cgid, CONFINE_OP_SOCKET, family, type, protocol));
 }
 
 /* The job of a socket (its creator's cgroup) for a global program, or NULL. */
@@ -419,10 +417,8 @@ int BPF_PROG(confine_sctp_bind_connect, struct sock *sk, int optname, struct soc
     if (optname == SCTP_SOCKOPT_CONNECTX_OLD || optname == SCTP_SOCKOPT_CONNECTX ||
         optname == SCTP_SOCKOPT_CONNECTX3 || optname == SCTP_SENDMSG_CONNECT)
         op = CONFINE_OP_CONNECT;
-    return refuse_socket(job, cgid, op, BPF_CORE_READ(address, sa_family), BPF_CORE_READ(sk, sk_type),
-                         IPPROTO_SCTP) == ALLOW
-               ? 0
-               : -EPERM;
+    return as_errno(refuse_socket(job, cgid, op, BPF_CORE_READ(address, sa_family),
+                                  BPF_CORE_READ(sk, sk_type), IPPROTO_SCTP));
 }
 
 SEC("lsm/socket_listen")
@@ -439,7 +435,7 @@ int BPF_PROG(confine_socket_listen, struct socket *sock, int backlog)
     family = BPF_CORE_READ(sk, __sk_common.skc_family);
     if ((family != AF_INET && family != AF_INET6) || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
         return 0; /* unix: bound by path_mknod or as the job's abstract name */
-    return check_autobind(job, cgid, sk, CONFINE_NET_TCP) == ALLOW ? 0 : -EPERM;
+    return as_errno(check_autobind(job, cgid, sk, CONFINE_NET_TCP));
 }
 
 SEC("lsm/socket_setsockopt")
@@ -457,10 +453,8 @@ int BPF_PROG(confine_socket_setsockopt, struct socket *sock, int level, int optn
     job = sock_job(sk, &cgid);
     if (!job)
         return 0;
-    return refuse_source_route(job, cgid, CONFINE_OP_SETSOCKOPT, BPF_CORE_READ(sk, __sk_common.skc_family)) ==
-                   ALLOW
-               ? 0
-               : -EPERM;
+    return as_errno(
+        refuse_source_route(job, cgid, CONFINE_OP_SETSOCKOPT, BPF_CORE_READ(sk, __sk_common.skc_family)));
 }
 
 /* ---- cgroup sock programs (per cgroup, no lsm_cgroup slot) ---------------- */

@@ -17,6 +17,10 @@
 #define MNT_INTERNAL    0x4000
 #define MNT_NS_INTERNAL ((void *)-22L) /* ERR_PTR(-EINVAL) */
 #define NAME_MAX        255
+/* From include/uapi/linux/stat.h. */
+#define S_IFMT  00170000
+#define S_IFCHR 0020000
+#define S_IFDIR 0040000
 
 /* Bounds a variable for the verifier where clang would otherwise fold the
  * check away. */
@@ -90,7 +94,8 @@ static __always_inline bool internal_mount(struct vfsmount *mnt)
  * and effective credentials itself: setfsuid changes both. */
 static __always_inline bool kernel_override(struct task_struct *task)
 {
-    return BPF_CORE_READ(task, cred, fsuid.val) != BPF_CORE_READ(task, real_cred, fsuid.val);
+    /* task: a BTF pointer (bpf_get_current_task_btf), read directly. */
+    return task->cred->fsuid.val != task->real_cred->fsuid.val;
 }
 
 /* ---- the walk ------------------------------------------------------------ */

@@ -52,9 +52,7 @@
  */
 #include "bpf/common.bpf.h"
 
-#define EPERM  1
 #define ENOMEM 12
-#define EACCES 13
 
 SEC("lsm_cgroup/userns_create")
 int BPF_PROG(confine_userns_create, const struct cred *cred)
@@ -84,7 +82,7 @@ static __always_inline int same_job(struct task_struct *target, __u16 op, int si
         return 0;
     if (BPF_CORE_READ(target, cgroups, dfl_cgrp, kn, id) == cgid)
         return 0;
-    ret = verdict(job) == ALLOW ? 0 : -EPERM;
+    ret = as_errno(verdict(job));
     e = event_reserve(job, cgid, op, CONFINE_REASON_POLICY, CONFINE_EVENT_SIZE(sizeof(struct confine_task)));
     if (e) {
         e->target_kind = CONFINE_TARGET_TASK;
@@ -155,7 +153,7 @@ int BPF_PROG(confine_task_alloc, struct task_struct *task, unsigned long clone_f
     job = current_job(&cgid);
     if (!job)
         return 0;
-    return refuse(job, cgid, CONFINE_OP_CGROUP) == ALLOW ? 0 : -EPERM;
+    return as_errno(refuse(job, cgid, CONFINE_OP_CGROUP));
 }
 
 /* ---- mounts --------------------------------------------------------------- */
@@ -239,7 +237,7 @@ static __always_inline int refuse_mount(const char *source)
         if (e)
             bpf_ringbuf_submit(e, 0);
     }
-    return verdict(job) == ALLOW ? 0 : -EPERM;
+    return as_errno(verdict(job));
 }
 
 SEC("lsm/sb_mount")
@@ -361,7 +359,7 @@ int BPF_PROG(confine_bpf, int cmd)
     job = current_job(&cgid);
     if (!job)
         return 0;
-    return refuse(job, cgid, CONFINE_OP_BPF) == ALLOW ? 0 : -EPERM;
+    return as_errno(refuse(job, cgid, CONFINE_OP_BPF));
 }
 
 /* ---- file owners (SIGIO, SIGURG) ----------------------------------------- */
@@ -409,7 +407,7 @@ static __always_inline int check_owner(unsigned int cmd, unsigned long arg)
     job = current_job(&cgid);
     if (!job || (cmd == F_SETOWN && (who == 0 || owner_is_self(who))))
         return 0;
-    ret = verdict(job) == ALLOW ? 0 : -EPERM;
+    ret = as_errno(verdict(job));
     e = event_reserve(job, cgid, CONFINE_OP_SIGNAL,
                       cmd == F_SETOWN ? CONFINE_REASON_POLICY : CONFINE_REASON_OWNER_IN_USER_MEMORY,
                       CONFINE_EVENT_SIZE(sizeof(struct confine_task)));
@@ -460,7 +458,7 @@ static __always_inline int check_tty(struct file *file, unsigned int cmd)
     job = current_job(&cgid);
     if (!job || ((cmd == TIOCSCTTY || cmd == TCXONC) && own_terminal(file)))
         return 0;
-    return refuse(job, cgid, CONFINE_OP_TTY) == ALLOW ? 0 : -EPERM;
+    return as_errno(refuse(job, cgid, CONFINE_OP_TTY));
 }
 
 SEC("lsm/file_fcntl")

@@ -304,9 +304,9 @@ Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, boo
     return AuditLog(socket ? Sink::Socket : Sink::Fd, std::move(fd), name, std::move(job_id), audit_mode);
 }
 
-Record AuditLog::header(uint64_t cgroup_id, std::string_view op) const {
+Record record_header(std::string_view job, uint64_t cgroup_id, std::string_view op) {
     Record r;
-    r.str("time", iso_time(clock_ns(CLOCK_REALTIME))).str("job", job_).num("cgroup_id", cgroup_id).str("op", op);
+    r.str("time", iso_time(clock_ns(CLOCK_REALTIME))).str("job", job).num("cgroup_id", cgroup_id).str("op", op);
     return r;
 }
 
@@ -362,40 +362,39 @@ void AuditLog::flush_repeats(std::chrono::milliseconds after) {
 }
 
 Record lost_record(std::string_view job, uint64_t cgroup_id, uint64_t count, std::string_view reason) {
-    Record r;
-    r.str("time", iso_time(clock_ns(CLOCK_REALTIME))).str("job", job).num("cgroup_id", cgroup_id);
-    r.str("op", "lost").num("count", count);
+    Record r = record_header(job, cgroup_id, "lost");
+    r.num("count", count);
     if (!reason.empty()) r.str("reason", reason);
     return r;
 }
 
-void AuditLog::lost(uint64_t cgroup_id, uint64_t count) {
+void AuditLog::lost(uint64_t count) {
     flush_repeats();  // any record ends a run of repeats
-    write(lost_record(job_, cgroup_id, count));
+    write(lost_record(job_, cgroup_id_, count));
 }
 
-void AuditLog::inbound(uint64_t cgroup_id, uint64_t count) {
+void AuditLog::inbound(uint64_t count) {
     flush_repeats();
-    write(header(cgroup_id, "inbound")
+    write(header("inbound")
               .str("target", "")
               .num("count", count)
               .str("verdict", audit_mode_ ? "allow" : "deny")
               .str("mode", audit_mode_ ? "audit" : "enforce"));
 }
 
-void AuditLog::proxy(uint64_t cgroup_id, std::string_view target, std::string_view reason) {
+void AuditLog::proxy(std::string_view target, std::string_view reason) {
     flush_repeats();
-    Record r = header(cgroup_id, "proxy").str("target", target);
+    Record r = header("proxy").str("target", target);
     if (!reason.empty()) r.str("reason", reason);
     write(r.str("verdict", audit_mode_ && reason.empty() ? "allow" : "deny")
               .str("mode", audit_mode_ ? "audit" : "enforce"));
 }
 
-void AuditLog::limit(uint64_t cgroup_id, std::string_view target, uint64_t count) {
+void AuditLog::limit(std::string_view target, uint64_t count) {
     flush_repeats();
     // Limits hold in audit mode too (they protect the machine, not files):
     // the verdict is always deny, the mode says how the job ran.
-    write(header(cgroup_id, "limit")
+    write(header("limit")
               .str("target", target)
               .num("count", count)
               .str("verdict", "deny")
@@ -411,14 +410,13 @@ Result<AuditLog> AuditLog::to_client(int connection, std::string job_id, bool au
     return AuditLog(Sink::Client, std::move(fd), "the client", std::move(job_id), audit_mode);
 }
 
-void AuditLog::deliver_rest(uint64_t cgroup_id) {
+void AuditLog::deliver_rest() {
     if (sink_ != Sink::Client) return;
     client_patient_ = true;
-    if (uint64_t n = std::exchange(undelivered_, 0)) lost(cgroup_id, n);
+    if (uint64_t n = std::exchange(undelivered_, 0)) lost(n);
 }
 
 void AuditLog::write(const Record& r, uint64_t events) {
-    if (auto id = r.get("cgroup_id")) std::from_chars(id->data(), id->data() + id->size(), cgroup_id_);
     if (sink_ == Sink::Client) {
         // A client that doesn't read must not stall the job's supervision
         // (its deadline, its proxy): what doesn't fit is counted, and
@@ -434,16 +432,20 @@ void AuditLog::write(const Record& r, uint64_t events) {
         over_budget_total_ += events;
         return;
     }
-    if (over_budget_ && write_out(lost_record(job_, cgroup_id_, over_budget_, "journal_rate_limit"))) over_budget_ = 0;
+    write_lost(over_budget_, "journal_rate_limit");
     // After a failure, the first record the log takes again says how many
     // it missed (--on-audit-error continue; under kill the job is gone).
-    if (unwritten_ && write_out(lost_record(job_, cgroup_id_, unwritten_, "log_write_failed"))) unwritten_ = 0;
+    write_lost(unwritten_, "log_write_failed");
     if (unwritten_ || !write_out(r)) unwritten_ += events;
+}
+
+void AuditLog::write_lost(uint64_t& count, std::string_view reason) {
+    if (count && write_out(lost_record(job_, cgroup_id_, count, reason))) count = 0;
 }
 
 void AuditLog::close() {
     // The last count of what went over the journal's budget, budget or not.
-    if (over_budget_ && write_out(lost_record(job_, cgroup_id_, over_budget_, "journal_rate_limit"))) over_budget_ = 0;
+    write_lost(over_budget_, "journal_rate_limit");
 }
 
 bool AuditLog::take_journal_token() {

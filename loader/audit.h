@@ -40,6 +40,12 @@ private:
     std::vector<Field> fields_;
 };
 
+// The leading fields of a record confine writes itself: time, job,
+// cgroup_id, op.
+Record record_header(std::string_view job, uint64_t cgroup_id, std::string_view op);
+// A `lost` record: COUNT records of the job that the log does not have.
+Record lost_record(std::string_view job, uint64_t cgroup_id, uint64_t count, std::string_view reason = "");
+
 // The journal entries' MESSAGE_ID (docs/contract.md), for journalctl
 // MESSAGE_ID=... and catalogs.
 inline constexpr std::string_view kJournalMessageId = "6c0f9e3a52d74b0e8a41c7d2f35e9b18";
@@ -61,27 +67,30 @@ public:
     // never waiting while the job runs: what the client has no room for is
     // counted, and deliver_rest() reports it.
     static Result<AuditLog> to_client(int connection, std::string job_id, bool audit_mode);
+    // The job's cgroup id, for the records confine writes itself (events
+    // carry their own): set once the cgroup exists, before the job runs.
+    void set_cgroup_id(uint64_t id) { cgroup_id_ = id; }
     // Once the job has ended: the lines from here on wait for the client
     // (up to its connection's send timeout), led by a `lost` record of
     // those it had no room for.
-    void deliver_rest(uint64_t cgroup_id);
+    void deliver_rest();
 
     void event(const confine_event& e);
     // Writes the count of the latest event's repeats, if there are some
     // and the first came at least `after` ago: one line for a run of the
     // same denial, then one a second at most while it goes on.
     void flush_repeats(std::chrono::milliseconds after = std::chrono::milliseconds(0));
-    void lost(uint64_t cgroup_id, uint64_t count);
+    void lost(uint64_t count);
     // Packets from off the machine the job's sockets never got (one record,
     // at the job's end; a flood must not become a flood of lines).
-    void inbound(uint64_t cgroup_id, uint64_t count);
+    void inbound(uint64_t count);
     // A request to the job's proxy for TARGET ("name:port") that its
     // [network] domains don't allow: refused, or in audit mode passed. With
     // a reason and no target, the proxy itself failed.
-    void proxy(uint64_t cgroup_id, std::string_view target, std::string_view reason = "");
+    void proxy(std::string_view target, std::string_view reason = "");
     // A [limits] limit the job hit: TARGET is memory, pids, cpu or timeout,
     // COUNT how often (see docs/contract.md). Written at the job's end.
-    void limit(uint64_t cgroup_id, std::string_view target, uint64_t count);
+    void limit(std::string_view target, uint64_t count);
 
     // The JSON line for an event, without the newline (exposed for tests).
     std::string format(const confine_event& e) const { return record(e).json(); }
@@ -104,7 +113,11 @@ private:
     static constexpr std::chrono::milliseconds kStall{10000};
     AuditLog(Sink sink, Fd fd, std::string destination, std::string job_id, bool audit_mode);
     Record record(const confine_event& e) const;
-    Record header(uint64_t cgroup_id, std::string_view op) const;
+    // The fields every record confine writes itself starts with.
+    Record header(std::string_view op) const { return record_header(job_, cgroup_id_, op); }
+    // Writes the `lost` record that COUNT (if any) stands for, with REASON,
+    // and zeroes COUNT once it is written.
+    void write_lost(uint64_t& count, std::string_view reason);
     // EVENTS: how many the record stands for (a repeats line: its count),
     // what a client that had no room for it, or a log that failed, lost.
     void write(const Record& r, uint64_t events = 1);
@@ -166,7 +179,5 @@ std::string json_quote(std::string_view s);
 // characters, C1 controls and bidirectional overrides escaped as \xNN, so
 // no line can be erased, reordered or forged.
 std::string for_terminal(std::string_view s);
-// A `lost` record: COUNT records of the job that the log does not have.
-Record lost_record(std::string_view job, uint64_t cgroup_id, uint64_t count, std::string_view reason = "");
 
 }  // namespace confine

@@ -28,17 +28,35 @@ namespace {
 // Which parent cgroup a feature's cgroup programs are attached to.
 enum class Parent { Jobs, Proxies };
 
+// A feature object opened through its skeleton, which owns it.
+struct Opened {
+    std::unique_ptr<void, void (*)(void*)> skel{nullptr, nullptr};
+    bpf_object* obj = nullptr;
+    void (*choose_programs)(void* skel) = nullptr;  // before a load only
+};
+
+template <class Skel, Skel* (*Open)(const bpf_object_open_opts*), void (*Destroy)(Skel*)>
+Opened open_skeleton(const bpf_object_open_opts* opts) {
+    Skel* s = Open(opts);
+    if (!s) return {};
+    return {{s, [](void* p) { Destroy(static_cast<Skel*>(p)); }}, s->obj, [](void* p) {
+                choose_programs(*static_cast<Skel*>(p));
+            }};
+}
+
 struct Feature {
     const char* name;
     const void* (*elf)(size_t*);
+    Opened (*open)(const bpf_object_open_opts*);
     Parent parent = Parent::Jobs;
 };
 // Every object whose programs attach to cgroups.
 const Feature kFeatures[] = {
-    {"fs", fs_bpf__elf_bytes},
-    {"net", net_bpf__elf_bytes},
-    {"proc", proc_bpf__elf_bytes},
-    {"proxy", proxy_bpf__elf_bytes, Parent::Proxies},
+    {"fs", fs_bpf__elf_bytes, open_skeleton<fs_bpf, fs_bpf__open_opts, fs_bpf__destroy>},
+    {"net", net_bpf__elf_bytes, open_skeleton<net_bpf, net_bpf__open_opts, net_bpf__destroy>},
+    {"proc", proc_bpf__elf_bytes, open_skeleton<proc_bpf, proc_bpf__open_opts, proc_bpf__destroy>},
+    {"proxy", proxy_bpf__elf_bytes, open_skeleton<proxy_bpf, proxy_bpf__open_opts, proxy_bpf__destroy>,
+     Parent::Proxies},
 };
 const char* const kMapNames[] = {"jobs", "rings", "fs_rules", "net_rules", "job_keys", "proxies"};
 static_assert(std::size(kMapNames) == static_cast<size_t>(Map::Count));
@@ -59,8 +77,6 @@ std::string build_tag() {
     snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
     return buf;
 }
-
-using ObjectPtr = std::unique_ptr<bpf_object, decltype(&bpf_object__close)>;
 
 Result<void> ensure_dir(const std::string& path) {
     if (mkdir(path.c_str(), 0700) == 0 || errno == EEXIST) return {};
@@ -95,9 +111,10 @@ int replace_pin(const std::string& pin, PinTo pin_to) {
     return rename(tmp.c_str(), pin.c_str()) == 0 ? 0 : -errno;
 }
 
-Result<void> load_and_pin(bpf_object* obj, const char* name, const std::string& dir) {
+Result<void> load_and_pin(const Opened& o, const char* name, const std::string& dir) {
+    o.choose_programs(o.skel.get());
+    bpf_object* obj = o.obj;
     bpf_program* prog;
-    bpf_object__for_each_program(prog, obj) bpf_program__set_autoload(prog, belongs_here(obj, prog));
     // Maps are created and pinned by name, or reused if already pinned.
     if (int err = bpf_object__load(obj); err)
         return fail(with_libbpf_log(Error::sys(std::string("bpf: loading object ") + name, -err)));
@@ -131,21 +148,19 @@ Result<void> load_and_pin(bpf_object* obj, const char* name, const std::string& 
 // to `ids`; sets `loaded` if it loaded.
 Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_fd,
                           std::map<bpf_attach_type, std::vector<uint32_t>>& ids, bool& loaded) {
-    size_t size = 0;
-    const void* bytes = f.elf(&size);
-    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = f.name, .pin_root_path = dir.c_str());
-    ObjectPtr obj(bpf_object__open_mem(bytes, size, &opts), bpf_object__close);
-    if (!obj) return fail(with_libbpf_log(Error::sys(std::string("bpf: opening object ") + f.name)));
+    LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = dir.c_str());
+    const Opened o = f.open(&opts);
+    if (!o.obj) return fail(with_libbpf_log(Error::sys(std::string("bpf: opening object ") + f.name)));
 
     if (access(ready_marker(dir, f.name).c_str(), F_OK) != 0) {
-        if (auto r = load_and_pin(obj.get(), f.name, dir); !r) return r;
+        if (auto r = load_and_pin(o, f.name, dir); !r) return r;
         loaded = true;
     }
 
     // Only global programs vary with the kernel: every cgroup program must
     // be pinned.
     bpf_program* prog;
-    bpf_object__for_each_program(prog, obj.get()) {
+    bpf_object__for_each_program(prog, o.obj) {
         if (is_global(prog)) continue;
         std::string pin = pin_path(dir, prog);
         Fd fd(bpf_obj_get(pin.c_str()));

@@ -78,6 +78,8 @@ bool populated(const std::string& events) {
 
 }  // namespace
 
+// From mountinfo rather than statfs() of /sys/fs/cgroup: hybrid systems
+// mount cgroup v2 at /sys/fs/cgroup/unified, beside v1 controllers.
 Result<std::string> cgroup2_mount() {
     std::ifstream in("/proc/self/mountinfo");
     std::string line;

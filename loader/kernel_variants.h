@@ -1,13 +1,22 @@
 // Which of an object's programs belong on the running kernel: the variants
 // of a hook for kernels before 6.3, and hooks only newer kernels have.
+// Programs are named through the skeletons, so a renamed program is a
+// compile error here rather than a variant silently loaded everywhere.
 #pragma once
 
-#include <bpf/libbpf.h>
+struct fs_bpf;
+struct net_bpf;
+struct proc_bpf;
+struct proxy_bpf;
 
 namespace confine {
 
-// Whether `prog` of `obj` belongs on this kernel (exactly one variant of a
-// hook does; a hook the kernel lacks doesn't).
-bool belongs_here(bpf_object* obj, bpf_program* prog);
+// Sets, before the object is loaded, which programs load on this kernel:
+// exactly one variant of each hook, and no program for a hook the kernel
+// lacks (older kernels reach its path through another hook).
+void choose_programs(fs_bpf& skel);
+void choose_programs(proc_bpf& skel);
+inline void choose_programs(net_bpf&) {}
+inline void choose_programs(proxy_bpf&) {}
 
 }  // namespace confine

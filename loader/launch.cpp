@@ -73,6 +73,10 @@ void private_mounts(const LaunchSpec& s, int report) {
         child_fail(report, Step::Namespace, errno);
 }
 
+// Raw prctl/capset rather than libcap-ng: this runs in the child between
+// clone3 and exec, where only async-signal-safe calls belong, and
+// capng_change_id() sets supplementary groups through initgroups() (NSS),
+// where the job must get exactly the groups resolved before the clone.
 void drop_privileges(const LaunchSpec& s, int report) {
     // The bounding set first: it needs CAP_SETPCAP, which setuid takes away.
     auto fail = [&] { child_fail(report, Step::Privileges, errno); };

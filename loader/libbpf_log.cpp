@@ -15,9 +15,16 @@ std::string g_log;  // recent libbpf output, for error messages
 int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
     if (g_verbose) return vfprintf(stderr, fmt, args);
     if (level == LIBBPF_DEBUG) return 0;
-    char line[1024];
-    int n = vsnprintf(line, sizeof line, fmt, args);
-    g_log += line;
+    // Whole messages: a verifier log comes as one, and its end says why.
+    va_list copy;
+    va_copy(copy, args);
+    const int n = vsnprintf(nullptr, 0, fmt, copy);
+    va_end(copy);
+    if (n <= 0) return n;
+    std::string message(n + 1, '\0');
+    vsnprintf(message.data(), message.size(), fmt, args);
+    message.pop_back();
+    g_log += message;
     if (g_log.size() > 4096) g_log.erase(0, g_log.size() - 4096);
     return n;
 }

@@ -338,7 +338,6 @@ Result<std::unique_ptr<JobProxy>> JobProxy::start(const BpfObjects& objs, uint64
                         .hint("Install it: apt-get install tinyproxy"));
     std::unique_ptr<JobProxy> owner(new JobProxy);
     JobProxy& p = *owner;
-    p.job_cgid_ = job_cgid;
     p.proxies_map_ = objs.map_fd(Map::Proxies);
     if (audit_mode) p.judge_.emplace(proxy_filter(domains));
     const passwd* nobody = getpwnam("nobody");
@@ -434,7 +433,7 @@ void JobProxy::drain(AuditLog& log) {
     std::string message;
     auto judge = [&] {
         if (!starts_message(message)) return;  // a continuation whose message was read before
-        if (auto target = proxy_refusal(message, judge_ ? &*judge_ : nullptr)) log.proxy(job_cgid_, *target);
+        if (auto target = proxy_refusal(message, judge_ ? &*judge_ : nullptr)) log.proxy(*target);
     };
     for (size_t nl; (nl = pending_.find('\n')) != std::string::npos; pending_.erase(0, nl + 1)) {
         std::string_view line(pending_.data(), nl);

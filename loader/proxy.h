@@ -75,8 +75,7 @@ private:
     JobProxy() = default;
     void forget();
     std::optional<JobCgroup> cg_;
-    int proxies_map_ = -1;  // owned by BpfObjects
-    uint64_t job_cgid_ = 0;
+    int proxies_map_ = -1;            // owned by BpfObjects
     std::optional<UrlFilter> judge_;  // audit mode: what enforce mode would refuse
     pid_t pid_ = -1;                  // tinyproxy, until reaped
     uint16_t port_ = 0;

@@ -274,9 +274,9 @@ Result<std::string> resolve_workdir(const std::string& dir) {
 }
 
 // Reports events the ring had no room for since the last report.
-void report_lost(const JobPolicy& pol, AuditLog& log, uint64_t cgid, uint64_t& reported) {
+void report_lost(const JobPolicy& pol, AuditLog& log, uint64_t& reported) {
     if (uint64_t lost = pol.lost(); lost > reported) {
-        log.lost(cgid, lost - reported);
+        log.lost(lost - reported);
         reported = lost;
     }
 }
@@ -331,7 +331,7 @@ void report_limits(AuditLog& log, const JobCgroup& cg, bool timed_out) {
     const LimitHits& h = cg.hits();
     for (auto [target, count] :
          {std::pair{"memory", h.memory}, {"pids", h.pids}, {"cpu", h.cpu}, {"timeout", uint64_t{timed_out}}})
-        if (count) log.limit(cg.id(), target, count);
+        if (count) log.limit(target, count);
 }
 
 void print_error(const Error& e) {
@@ -559,6 +559,7 @@ Result<Job> build_job(const RunOptions& o, const Target& t, const BpfObjects& ob
     // it exists; they deny everything until the policy below is in place.
     auto cg = JobCgroup::create(objs.jobs_parent(), t.unit);
     if (!cg) return fail(cg.error());
+    ring->log().set_cgroup_id(cg->id());
     // Limits are in place before the job's first process exists.
     if (auto r = cg->set_limits(compiled->limits); !r) return fail(r.error());
     // The proxy listens before the job starts, and only the job gets a
@@ -585,7 +586,6 @@ void supervise(const Child& child, Job& job, const RunOptions& o, Outcome& out) 
     AuditLog& log = job.ring.log();
     JobCgroup& cg = job.cg;
     JobProxy* proxy = job.proxy.get();
-    const uint64_t cgid = cg.id();
     const bool kill_on_audit_error = o.on_audit_error == AuditErrorAction::Kill;
     int client = o.served ? o.served->connection : -1;
     sigset_t sigs;
@@ -608,13 +608,13 @@ void supervise(const Child& child, Job& job, const RunOptions& o, Outcome& out) 
             // Fail closed: without its proxy the job has no way out, and its
             // connect rule names a port any local process may take now.
             proxy_lost = true;
-            log.proxy(cgid, "", "proxy_exited");
+            log.proxy("", "proxy_exited");
             fmt::print(stderr,
                        "confine: the job's proxy (tinyproxy, for network.domains) exited while the job ran; "
                        "stopping the job (the kernel log says if it ran out of its memory limit)\n");
             if (auto r = cg.kill(); !r) kill(child.pid, SIGKILL);
         }
-        report_lost(job.policy, log, cgid, out.reported_lost);
+        report_lost(job.policy, log, out.reported_lost);
         if (log.failure() && kill_on_audit_error && !audit_failed) {
             // Denials nobody can see are denials nobody audits: the job
             // stops (run() says why once it has ended).
@@ -685,14 +685,13 @@ int finish_job(const RunOptions& o, Job& job, Outcome out) {
     int status = out.status;
     if (auto r = job.cg.kill_and_remove(); !r) status = failed(r.error());
     AuditLog& audit = job.ring.log();
-    const uint64_t cgid = job.cg.id();
-    audit.deliver_rest(cgid);
+    audit.deliver_rest();
     if (job.proxy)
         if (auto r = job.proxy->stop(audit); !r) status = failed(r.error());
     job.ring.drain();
     audit.flush_repeats();
-    report_lost(job.policy, audit, cgid, out.reported_lost);
-    if (uint64_t n = job.policy.inbound()) audit.inbound(cgid, n);
+    report_lost(job.policy, audit, out.reported_lost);
+    if (uint64_t n = job.policy.inbound()) audit.inbound(n);
     report_limits(audit, job.cg, out.timed_out);
     audit.close();
     if (uint64_t n = audit.over_budget())

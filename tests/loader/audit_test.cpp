@@ -264,7 +264,8 @@ TEST(AuditFailure, AFullDiskIsAFailureAndItsRecordsAreCounted) {
     ASSERT_TRUE(log) << log.error().message;
     EXPECT_FALSE(log->failure());
     log->event(event(CONFINE_OP_OPEN_READ));
-    log->lost(42, 5);
+    log->set_cgroup_id(42);
+    log->lost(5);
     ASSERT_TRUE(log->failure());
     EXPECT_EQ(*log->failure(), strerror(ENOSPC));
     EXPECT_EQ(log->unwritten(), 2u);

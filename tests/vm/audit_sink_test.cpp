@@ -42,6 +42,19 @@ const Entry* entry_for(const std::vector<Entry>& entries, const std::string& op,
     return nullptr;
 }
 
+// r's journal entry for its read of the key, with the priority, verdict
+// and mode of `mode` (enforce: 4, deny; audit: 5, allow).
+void expect_key_entry(const Result& r, const std::string& mode, Entry& e) {
+    std::vector<Entry> entries = job_entries(r.job);
+    const Entry* found = entry_for(entries, "open_read", kSshKey);
+    ASSERT_NE(found, nullptr) << entries.size() << " entries for the " << mode << "-mode job, none for the read";
+    e = *found;
+    const bool enforce = mode == "enforce";
+    EXPECT_EQ(field(e, "PRIORITY"), enforce ? "4" : "5");
+    EXPECT_EQ(field(e, "CONFINE_VERDICT"), enforce ? "deny" : "allow");
+    EXPECT_EQ(field(e, "CONFINE_MODE"), mode);
+}
+
 class AuditJournalTest : public VmTest {};
 
 TEST_F(AuditJournalTest, EachRecordIsAnEntryWithItsFieldsSentByRoot) {
@@ -57,32 +70,24 @@ TEST_F(AuditJournalTest, EachRecordIsAnEntryWithItsFieldsSentByRoot) {
     Result r = run_confined("", fmt::format("cat {} 2>/dev/null; echo done", kSshKey), {"--audit-log", "journal"});
     EXPECT_EQ(r.status, 0) << r.describe();
     EXPECT_TRUE(r.audit.empty()) << "records went to a file too:\n" << r.describe();
-    std::vector<Entry> entries = job_entries(r.job);
-    const Entry* e = entry_for(entries, "open_read", kSshKey);
-    ASSERT_NE(e, nullptr) << entries.size() << " entries for the job, none for the denied read";
-    EXPECT_EQ(field(*e, "PRIORITY"), "4");
-    EXPECT_EQ(field(*e, "SYSLOG_IDENTIFIER"), "confine");
-    EXPECT_EQ(field(*e, "MESSAGE_ID"), "6c0f9e3a52d74b0e8a41c7d2f35e9b18");
-    EXPECT_EQ(field(*e, "CONFINE_VERDICT"), "deny");
-    EXPECT_EQ(field(*e, "CONFINE_MODE"), "enforce");
-    EXPECT_EQ(field(*e, "CONFINE_COMM"), "cat");
-    EXPECT_EQ(field(*e, "CONFINE_UID"), std::to_string(test_user().uid));
-    EXPECT_NE(field(*e, "MESSAGE").find(fmt::format("denied open_read \"{}\" by \"cat\"", kSshKey)), std::string::npos)
-        << field(*e, "MESSAGE");
+    Entry e;
+    ASSERT_NO_FATAL_FAILURE(expect_key_entry(r, "enforce", e));
+    EXPECT_EQ(field(e, "SYSLOG_IDENTIFIER"), "confine");
+    EXPECT_EQ(field(e, "MESSAGE_ID"), "6c0f9e3a52d74b0e8a41c7d2f35e9b18");
+    EXPECT_EQ(field(e, "CONFINE_COMM"), "cat");
+    EXPECT_EQ(field(e, "CONFINE_UID"), std::to_string(test_user().uid));
+    EXPECT_NE(field(e, "MESSAGE").find(fmt::format("denied open_read \"{}\" by \"cat\"", kSshKey)), std::string::npos)
+        << field(e, "MESSAGE");
     // Trusted fields, stamped by journald: confine, as root, sent it.
-    EXPECT_EQ(field(*e, "_UID"), "0");
-    EXPECT_EQ(field(*e, "_COMM"), "confine");
+    EXPECT_EQ(field(e, "_UID"), "0");
+    EXPECT_EQ(field(e, "_COMM"), "confine");
 
     // In audit mode: let through, a notice.
     Result audited =
         run_confined("", fmt::format("cat {} >/dev/null", kSshKey), {"--audit-log", "journal", "--mode", "audit"});
     EXPECT_EQ(audited.status, 0) << audited.describe();
-    std::vector<Entry> a = job_entries(audited.job);
-    const Entry* allowed = entry_for(a, "open_read", kSshKey);
-    ASSERT_NE(allowed, nullptr) << a.size() << " entries for the audit-mode job";
-    EXPECT_EQ(field(*allowed, "PRIORITY"), "5");
-    EXPECT_EQ(field(*allowed, "CONFINE_VERDICT"), "allow");
-    EXPECT_EQ(field(*allowed, "CONFINE_MODE"), "audit");
+    Entry allowed;
+    ASSERT_NO_FATAL_FAILURE(expect_key_entry(audited, "audit", allowed));
 }
 
 // A flood of distinct denials: 3,000 connects to as many ports.
@@ -247,28 +252,10 @@ TEST_F(AuditErrorTest, AReaderThatStopsReadingStallsNothing) {
 TEST_F(AuditErrorTest, ContinueRunsOnAndCountsWhatTheLogMissed) {
     FullDisk disk(at("full"));
     ASSERT_EQ(disk.error(), "");
-    const std::string log = at("full/audit.jsonl");
-    Started s = start({.args = {"--audit-log", log, "--on-audit-error", "continue"},
-                       .argv = {"/bin/sh", "-c",
-                                fmt::format("cat {} 2>/dev/null; touch first; while [ ! -e go ]; do sleep 0.1; done; "
-                                            "cat {} 2>/dev/null; touch ran",
-                                            kSshKey, kNotes)}});
-    ASSERT_TRUE(wait_until([&] { return exists(work() + "/first"); }, 60)) << "the job never started";
-    // confine reads the denial at once; a moment more to try its write.
-    std::this_thread::sleep_for(std::chrono::seconds(3));
-    disk.free();
-    write_file(work() + "/go", "");
-    Result r = finish(s);
-    EXPECT_EQ(r.status, 0) << r.describe();
-    EXPECT_TRUE(exists(work() + "/ran"));
-    EXPECT_NE(r.err.find("the job ran on"), std::string::npos) << r.err;
-    std::vector<AuditLine> lines = parse_audit(read_file(log));
-    ASSERT_GE(lines.size(), 2u) << read_file(log);
-    EXPECT_EQ(lines[0].str("op"), "lost") << lines[0].raw;
-    EXPECT_EQ(lines[0].str("reason"), "log_write_failed") << lines[0].raw;
-    EXPECT_EQ(lines[0].num("count"), 1) << lines[0].raw;
-    EXPECT_EQ(lines[1].str("op"), "open_read") << lines[1].raw;
-    EXPECT_EQ(lines[1].str("target"), kNotes) << lines[1].raw;
+    ContinuedRun c;
+    ASSERT_NO_FATAL_FAILURE(
+        continue_past_full_disk({}, disk, at("full/audit.jsonl"), "cat " + std::string(kSshKey), c));
+    EXPECT_EQ(c.lines[1].str("op"), "open_read") << c.lines[1].raw;
 }
 
 }  // namespace

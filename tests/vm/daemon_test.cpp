@@ -177,28 +177,10 @@ TEST_F(DaemonTest, AClientThatContinuesCountsWhatItsLogMissed) {
     FullDisk disk(at("full"));
     ASSERT_EQ(disk.error(), "");
     start_daemon();
-    const std::string log = at("full/client-audit.jsonl");
-    RunSpec spec =
-        client(fmt::format("ls {} 2>/dev/null; touch first; while [ ! -e go ]; do sleep 0.1; done; "
-                           "cat {} 2>/dev/null; touch ran",
-                           kUserHome, kNotes));
-    spec.args = {"--audit-log", log, "--on-audit-error", "continue"};
-    Started s = start(spec);
-    ASSERT_TRUE(wait_until([&] { return exists(work() + "/first"); }, 60)) << "the job never started";
-    std::this_thread::sleep_for(std::chrono::seconds(3));
-    disk.free();
-    write_file(work() + "/go", "");
-    Result r = finish(s);
-    EXPECT_EQ(r.status, 0) << r.describe();
-    EXPECT_TRUE(exists(work() + "/ran"));
-    EXPECT_NE(r.err.find("the job ran on"), std::string::npos) << r.err;
-    std::vector<AuditLine> lines = parse_audit(read_file(log));
-    ASSERT_GE(lines.size(), 2u) << read_file(log);
-    EXPECT_EQ(lines[0].str("op"), "lost") << lines[0].raw;
-    EXPECT_EQ(lines[0].str("reason"), "log_write_failed") << lines[0].raw;
-    EXPECT_EQ(lines[0].str("job"), r.audit_job) << lines[0].raw;
-    EXPECT_EQ(lines[0].num("count"), 1) << lines[0].raw;
-    EXPECT_EQ(lines[1].str("target"), kNotes) << lines[1].raw;
+    ContinuedRun c;
+    ASSERT_NO_FATAL_FAILURE(
+        continue_past_full_disk(client(""), disk, at("full/client-audit.jsonl"), "ls " + std::string(kUserHome), c));
+    EXPECT_EQ(c.lines[0].str("job"), c.r.audit_job) << c.lines[0].raw;
 }
 
 TEST_F(DaemonTest, TheCeilingHoldsWhereAClientAsksForMore) {

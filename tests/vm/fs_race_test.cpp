@@ -45,7 +45,8 @@ protected:
               const std::string& through) {
         const std::string helper = install_helper(work());
         auto argv = [&](double s) {
-            return std::vector<std::string>{helper, "fsrace", link, allowed, denied, through, fmt::format("{}", s)};
+            return std::vector<std::string>{helper,
+                                            fmt::format("fsrace,{},{},{},{},{}", link, allowed, denied, through, s)};
         };
 
         Result r = run({.argv = argv(kRaceSeconds)});

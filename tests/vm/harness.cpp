@@ -222,13 +222,29 @@ std::string Result::describe() const {
 
 Ops parse_ops(const std::string& out) {
     Ops o;
+    bool later_run = false;  // a second "pid" line: indices start again
     std::istringstream in(out);
     for (std::string l; std::getline(in, l);) {
-        if (l.starts_with("pid ")) o.pids.push_back(static_cast<pid_t>(std::stol(l.substr(4))));
-        if (auto arrow = l.find(" -> "); arrow != std::string::npos)
-            o.results[l.substr(0, arrow)] = l.substr(arrow + 4);
+        if (l.starts_with("pid ")) {
+            later_run = !o.pids.empty();
+            o.pids.push_back(static_cast<pid_t>(std::stol(l.substr(4))));
+            continue;
+        }
+        // "I OP -> RESULT"
+        size_t sp = l.find(' '), arrow = l.find(" -> ");
+        if (sp == std::string::npos || sp == 0 || arrow == std::string::npos || arrow < sp) continue;
+        if (l.find_first_not_of("0123456789") != sp) continue;
+        const size_t index = std::stoul(l.substr(0, sp));
+        const std::string result = l.substr(arrow + 4);
+        o.results[l.substr(sp + 1, arrow - sp - 1)] = result;
+        if (!later_run && index == o.by_index.size()) o.by_index.push_back(result);
     }
     return o;
+}
+
+size_t Ops::failed() const {
+    return static_cast<size_t>(
+        std::count_if(by_index.begin(), by_index.end(), [](const std::string& r) { return !r.starts_with("ok"); }));
 }
 
 std::string make_policy(const PolicySpec& p) {
@@ -454,6 +470,33 @@ Result VmTest::run_unconfined(const std::string& cmd) {
 Result VmTest::run_root(const std::string& cmd) {
     Process p = Process::start({.argv = {"/bin/sh", "-c", cmd}, .env = confine_env(), .cwd = work_});
     return p.wait();
+}
+
+void VmTest::continue_past_full_disk(RunSpec spec, FullDisk& disk, const std::string& log, const std::string& first,
+                                     ContinuedRun& out) {
+    spec.args.insert(spec.args.end(), {"--audit-log", log, "--on-audit-error", "continue"});
+    spec.argv = {"/bin/sh", "-c",
+                 fmt::format("{} 2>/dev/null; touch first; while [ ! -e go ]; do sleep 0.1; done; "
+                             "cat {} 2>/dev/null; touch ran",
+                             first, kNotes)};
+    Started s = start(spec);
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/first"); }, 60)) << "the job never started";
+    // confine reads the denial at once; a moment more to try its write.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    disk.free();
+    write_file(work() + "/go", "");
+    out.r = finish(s);
+    const Result& r = out.r;
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_TRUE(exists(work() + "/ran"));
+    EXPECT_NE(r.err.find("the job ran on"), std::string::npos) << r.err;
+    out.lines = parse_audit(read_file(log));
+    const std::vector<AuditLine>& lines = out.lines;
+    ASSERT_GE(lines.size(), 2u) << read_file(log);
+    EXPECT_EQ(lines[0].str("op"), "lost") << lines[0].raw;
+    EXPECT_EQ(lines[0].str("reason"), "log_write_failed") << lines[0].raw;
+    EXPECT_EQ(lines[0].num("count"), 1) << lines[0].raw;
+    EXPECT_EQ(lines[1].str("target"), kNotes) << lines[1].raw;
 }
 
 void VmTest::write_file(const std::string& path, const std::string& content, mode_t mode) {

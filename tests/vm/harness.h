@@ -70,15 +70,19 @@ struct RunSpec {
     std::string daemon;             // a daemon's socket: confine runs as the test user, its client
 };
 
-// `vmhelper netproc` output: the result of each OP ("ok ...", "CALL:ERRNO"),
-// and the pid of each helper process that printed.
+// What `vmhelper OP...` printed (see tests/vm/helper/main.cpp): each OP's
+// result ("ok[ DETAIL]" or "CALL:ERRNO"), by OP and by index, and the pid
+// of each helper process that printed (several may print into one output).
 struct Ops {
     std::vector<pid_t> pids;
-    std::map<std::string, std::string> results;
+    std::map<std::string, std::string> results;  // by OP; the last one run
+    std::vector<std::string> by_index;           // by index; the first run's
     std::string operator[](const std::string& op) const {
         auto it = results.find(op);
         return it == results.end() ? "(not run)" : it->second;
     }
+    std::string at(size_t i) const { return i < by_index.size() ? by_index[i] : "(not run)"; }
+    size_t failed() const;  // results of the first run that are not "ok..."
 };
 Ops parse_ops(const std::string& out);
 
@@ -122,6 +126,8 @@ private:
     int pidfd_ = -1, out_ = -1, err_ = -1;
 };
 
+class FullDisk;
+
 // One test: a fresh directory tree under /var/tmp/confine-tests/<Suite.Test>:
 //   base()            owned by root, 0755
 //   work()            the job's --workdir, owned by the test user
@@ -157,6 +163,18 @@ protected:
     // Files and directories owned by the test user (mode as given).
     void write_file(const std::string& path, const std::string& content, mode_t mode = 0644);
     void make_dir(const std::string& path, mode_t mode = 0755);
+    // A job under `--on-audit-error continue` whose log `log` is on `disk`,
+    // full: `first` (a command confine denies) while it is full, then, with
+    // room again, a denied read of kNotes. Checks that the job ran on and
+    // that its log leads with the count of the line it missed, then the
+    // read of kNotes. `spec`: how to run it (its argv is this job's).
+    struct ContinuedRun {
+        Result r;
+        std::vector<AuditLine> lines;  // the log's
+    };
+    void continue_past_full_disk(RunSpec spec, FullDisk& disk, const std::string& log, const std::string& first,
+                                 ContinuedRun& out);
+
     // Copies the helper binary into dir and returns its path.
     std::string install_helper(const std::string& dir);
 

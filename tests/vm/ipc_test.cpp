@@ -48,7 +48,7 @@ struct IpcObjects {
     std::string mq = fmt::format("/confine-test-mq-{}-{}", getpid(), shm & 0xff);
     std::string pshm = fmt::format("/confine-test-shm-{}-{}", getpid(), shm & 0xff);
 
-    // What `vmhelper netproc` does to make or read all of them.
+    // What `vmhelper` does to make or read all of them.
     std::string make_ops(const std::string& text) const {
         return fmt::format("shm,make,{0},{4} msg,make,{1},{4} sem,make,{2},42 mq,make,{3},{4}", hex(shm), hex(msg),
                            hex(sem), mq, text);
@@ -95,7 +95,7 @@ bool listed(const std::string& listing, key_t key) {
 
 // ---- keys ----
 
-// Each netproc OP in a process of its own, so that each has its own audit
+// Each OP in a process of its own, so that each has its own audit
 // lines: OP -> its pid and result.
 struct OpResult {
     pid_t pid = -1;
@@ -103,17 +103,26 @@ struct OpResult {
 };
 std::string each_op(const std::vector<std::string>& ops) {
     std::string cmd;
-    for (const auto& op : ops) cmd += "./vmhelper netproc '" + op + "'; ";
+    for (const auto& op : ops) cmd += "./vmhelper '" + op + "'; ";
     return cmd;
 }
 std::map<std::string, OpResult> parse_each(const std::string& out) {
     std::map<std::string, OpResult> m;
+    // Each process's lines, from its "pid N" line on.
+    auto add = [&](const std::string& lines) {
+        Ops o = parse_ops(lines);
+        for (const auto& [op, result] : o.results) m[op] = {o.pids.empty() ? -1 : o.pids[0], result};
+    };
     std::istringstream in(out);
-    pid_t pid = -1;
+    std::string one;
     for (std::string l; std::getline(in, l);) {
-        if (l.starts_with("pid ")) pid = static_cast<pid_t>(std::stol(l.substr(4)));
-        if (auto arrow = l.find(" -> "); arrow != npos) m[l.substr(0, arrow)] = {pid, l.substr(arrow + 4)};
+        if (l.starts_with("pid ")) {
+            add(one);
+            one.clear();
+        }
+        one += l + "\n";
     }
+    add(one);
     return m;
 }
 // The serial of an "ok SERIAL" result; 0 if it isn't one.
@@ -129,7 +138,7 @@ protected:
     }
     // Keys of the account outlive the test: the account invalidates them.
     void TearDown() override {
-        for (long k : keys_) run_unconfined(fmt::format("./vmhelper netproc key,invalidate,{}", k));
+        for (long k : keys_) run_unconfined(fmt::format("./vmhelper key,invalidate,{}", k));
     }
     void invalidate_at_end(long serial) { keys_.push_back(serial); }
 
@@ -142,11 +151,11 @@ protected:
 TEST_F(IpcTest, IpcObjectsOutsideTheJobAreInvisible) {
     IpcObjects objs;
     Result made =
-        run_unconfined("./vmhelper netproc " + objs.make_ops("ipc-secret") + " pshm,make," + objs.pshm + ",ipc-secret");
+        run_unconfined("./vmhelper " + objs.make_ops("ipc-secret") + " pshm,make," + objs.pshm + ",ipc-secret");
     ASSERT_EQ(made.status, 0) << made.describe();
     ASSERT_EQ(objs.existing(), " shm msg sem mq pshm") << made.describe();
 
-    const std::string cmd = "./vmhelper netproc " + objs.read_ops() + " pshm,read," + objs.pshm +
+    const std::string cmd = "./vmhelper " + objs.read_ops() + " pshm,read," + objs.pshm +
                             "; cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem";
     Result control = run_unconfined(cmd);
     Ops c = parse_ops(control.out);
@@ -189,7 +198,7 @@ TEST_F(IpcTest, TheHostsMqueueMountIsOutOfReach) {
         unmount.mounted = true;
     }
     IpcObjects objs;
-    Result made = run_unconfined("./vmhelper netproc mq,make," + objs.mq + ",ipc-secret");
+    Result made = run_unconfined("./vmhelper mq,make," + objs.mq + ",ipc-secret");
     ASSERT_EQ(made.status, 0) << made.describe();
     const std::string queue = dir + objs.mq, made_here = dir + objs.mq + "-new";
     struct Remove {
@@ -223,8 +232,8 @@ TEST_F(IpcTest, TheHostsMqueueMountIsOutOfReach) {
 // any other process) to read.
 TEST_F(IpcTest, IpcObjectsOfTheJobDieWithIt) {
     IpcObjects objs;
-    const std::string cmd = "./vmhelper netproc " + objs.make_ops("left-behind") + " pshm,make," + objs.pshm +
-                            ",left-behind " + objs.read_ops() + " pshm,read," + objs.pshm + "; cat /proc/sysvipc/shm";
+    const std::string cmd = "./vmhelper " + objs.make_ops("left-behind") + " pshm,make," + objs.pshm + ",left-behind " +
+                            objs.read_ops() + " pshm,read," + objs.pshm + "; cat /proc/sysvipc/shm";
 
     Result control = run_unconfined(cmd);
     EXPECT_EQ(control.status, 0) << control.describe();
@@ -248,9 +257,9 @@ TEST_F(IpcTest, IpcObjectsOfTheJobDieWithIt) {
 // Two jobs at once share nothing either.
 TEST_F(IpcTest, ConcurrentJobsShareNoIpc) {
     IpcObjects objs;
-    const std::string make = "./vmhelper netproc " + objs.make_ops("job-one") + " pshm,make," + objs.pshm +
-                             ",job-one touch,ready wait,release";
-    const std::string read = "./vmhelper netproc " + objs.read_ops() + " pshm,read," + objs.pshm;
+    const std::string make =
+        "./vmhelper " + objs.make_ops("job-one") + " pshm,make," + objs.pshm + ",job-one touch,ready wait,release";
+    const std::string read = "./vmhelper " + objs.read_ops() + " pshm,read," + objs.pshm;
 
     {
         Process maker = start_unconfined(make);
@@ -290,7 +299,7 @@ TEST_F(IpcTest, ConcurrentJobsShareNoIpc) {
 // named by its serial is refused itself.
 TEST_F(IpcTest, TheAccountsUserKeyringIsOutOfReach) {
     const std::string desc = fmt::format("confine-test-{}-user", getpid());
-    Result made = run_unconfined(fmt::format("./vmhelper netproc key,add,@u,{},key-secret key,id,@u", desc));
+    Result made = run_unconfined(fmt::format("./vmhelper key,add,@u,{},key-secret key,id,@u", desc));
     Ops m = parse_ops(made.out);
     const long key = serial_of(m[fmt::format("key,add,@u,{},key-secret", desc)]);
     const long user_ring = serial_of(m["key,id,@u"]);
@@ -300,7 +309,7 @@ TEST_F(IpcTest, TheAccountsUserKeyringIsOutOfReach) {
     // Open to every process of the account: only confine stands between
     // the job and the key (the job doesn't possess it, having a session
     // keyring of its own, and the kernel checks the "user" permissions).
-    Result opened = run_unconfined(fmt::format("./vmhelper netproc key,setperm,{},3f3f3f3f", key));
+    Result opened = run_unconfined(fmt::format("./vmhelper key,setperm,{},3f3f3f3f", key));
     ASSERT_EQ(opened.status, 0) << opened.describe();
 
     struct Way {
@@ -336,7 +345,7 @@ TEST_F(IpcTest, TheAccountsUserKeyringIsOutOfReach) {
         }
     }
     if (long added = serial_of(c[ways.back().op].result))
-        run_unconfined(fmt::format("./vmhelper netproc key,invalidate,{}", added));
+        run_unconfined(fmt::format("./vmhelper key,invalidate,{}", added));
     ASSERT_FALSE(HasFailure());
 
     Result r = run_confined("", each_op(ops));
@@ -366,14 +375,14 @@ TEST_F(IpcTest, TheAccountsUserKeyringIsOutOfReach) {
 // keys work.
 TEST_F(IpcTest, TheJobHasAFreshSessionKeyringOfItsOwn) {
     const long confines = syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0);
-    Result control = run_unconfined("./vmhelper netproc key,id,@s");
+    Result control = run_unconfined("./vmhelper key,id,@s");
     const long users = serial_of(parse_ops(control.out)["key,id,@s"]);
     ASSERT_GT(users, 0) << control.describe();
 
     const std::string cmd =
-        "./vmhelper netproc key,id,@s key,list,@s key,describe,@s; "
-        "s=$(./vmhelper netproc key,add,@s,mine,my-secret | sed -n 's/^key,add.* -> ok //p'); "
-        "./vmhelper netproc key,read,$s key,search,@s,mine key,list,@s key,setperm,$s,3f3f0000";
+        "./vmhelper key,id,@s key,list,@s key,describe,@s; "
+        "s=$(./vmhelper key,add,@s,mine,my-secret | sed -n 's/^[0-9]* key,add.* -> ok //p'); "
+        "./vmhelper key,read,$s key,search,@s,mine key,list,@s key,setperm,$s,3f3f0000";
     Result r = run_confined("", cmd);
     Ops o = parse_ops(r.out);
     const long ring = serial_of(o["key,id,@s"]);
@@ -390,7 +399,7 @@ TEST_F(IpcTest, TheJobHasAFreshSessionKeyringOfItsOwn) {
     // Empty when the job started: its first listing came before the add.
     EXPECT_NE(r.out.find("key,list,@s -> ok\n"), npos) << r.describe();
 
-    Result again = run_confined("", "./vmhelper netproc key,id,@s");
+    Result again = run_confined("", "./vmhelper key,id,@s");
     const long ring2 = serial_of(parse_ops(again.out)["key,id,@s"]);
     EXPECT_GT(ring2, 0) << again.describe();
     EXPECT_NE(ring2, ring) << "two jobs share a session keyring";
@@ -401,9 +410,9 @@ TEST_F(IpcTest, TheJobHasAFreshSessionKeyringOfItsOwn) {
 TEST_F(IpcTest, KeysOfOneJobAreOutOfReachOfAnother) {
     const std::string desc = fmt::format("confine-test-{}-job", getpid());
     write_file(work() + "/first.sh",
-               fmt::format("s=$(./vmhelper netproc key,add,@s,{},job-secret | sed -n 's/^key,add.* -> ok //p')\n"
-                           "./vmhelper netproc key,setperm,$s,3f3f3f3f key,link,$s,@u\n"
-                           "echo $s > serial\ntouch ready\n./vmhelper netproc wait,release\n",
+               fmt::format("s=$(./vmhelper key,add,@s,{},job-secret | sed -n 's/^[0-9]* key,add.* -> ok //p')\n"
+                           "./vmhelper key,setperm,$s,3f3f3f3f key,link,$s,@u\n"
+                           "echo $s > serial\ntouch ready\n./vmhelper wait,release\n",
                            desc));
     const std::string first = "sh first.sh";
     // The control in a session keyring of its own too, as confine gives a
@@ -422,7 +431,7 @@ TEST_F(IpcTest, KeysOfOneJobAreOutOfReachOfAnother) {
         Process one = start_unconfined(first_unconfined);
         ASSERT_TRUE(wait_until([&] { return exists(work() + "/ready"); }, 60)) << one.wait(1).describe();
         const long key = serial();
-        Result control = run_unconfined(fmt::format("./vmhelper netproc key,read,{}", key));
+        Result control = run_unconfined(fmt::format("./vmhelper key,read,{}", key));
         EXPECT_EQ(parse_ops(control.out)[fmt::format("key,read,{}", key)], "ok job-secret") << control.describe();
         write_file(work() + "/release", "");
         Result done = one.wait();
@@ -463,18 +472,18 @@ TEST_F(IpcTest, KeysOfOneJobAreOutOfReachOfAnother) {
     EXPECT_EQ(two.audit.size(), ways.size()) << two.describe();
 
     // Once its job is gone, so is the key: nothing for the next job.
-    Result three = run_confined("", "./vmhelper netproc key,read," + k);
+    Result three = run_confined("", "./vmhelper key,read," + k);
     EXPECT_EQ(parse_ops(three.out)["key,read," + k], "keyctl:ENOKEY") << three.describe();
     for (const auto& l : three.audit) EXPECT_EQ(l.str("target"), "key:" + k) << l.raw;
 }
 
 // The persistent keyring (KEYCTL_GET_PERSISTENT) outlives sessions like @u.
 TEST_F(IpcTest, ThePersistentKeyringIsRefused) {
-    Result control = run_unconfined("./vmhelper netproc key,persistent");
+    Result control = run_unconfined("./vmhelper key,persistent");
     const long ring = serial_of(parse_ops(control.out)["key,persistent"]);
     ASSERT_GT(ring, 0) << "no persistent keyring unconfined (CONFIG_PERSISTENT_KEYRINGS?)\n" << control.describe();
 
-    Result r = run_confined("", "./vmhelper netproc key,persistent");
+    Result r = run_confined("", "./vmhelper key,persistent");
     EXPECT_EQ(parse_ops(r.out)["key,persistent"], "keyctl:EACCES") << r.describe();
     EXPECT_DENIAL(r, "key", fmt::format("key:{}", ring), "vmhelper");
     for (const auto& l : r.audit)

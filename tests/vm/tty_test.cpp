@@ -43,8 +43,8 @@ protected:
     // slave's path.
     std::string hold_pty(const std::string& text, int lines) {
         const std::string file = work() + "/pts", release = work() + "/release-pty";
-        holder_.emplace(start_unconfined(
-            fmt::format("./vmhelper netproc 'pty,hold,{},{},{}' wait,{}", file, text, lines, release)));
+        holder_.emplace(
+            start_unconfined(fmt::format("./vmhelper 'pty,hold,{},{},{}' wait,{}", file, text, lines, release)));
         if (!wait_until([&] { return exists(file); }, 60)) {
             ADD_FAILURE() << "no pty\n" << holder_->wait(1).describe();
             return "";
@@ -52,6 +52,25 @@ protected:
         std::string path = read_file(file);
         while (!path.empty() && path.back() == '\n') path.pop_back();
         return path;
+    }
+
+    // `./vmhelper OPS` with the terminal SLAVE as its stdin: as the test
+    // user without confine (the control), or as a job of confine run as
+    // root, confine's own stdin the terminal too (as its caller's would
+    // be). `wrap` goes before either (setsid, setsid -c).
+    Result unconfined_on(const std::string& slave, const std::string& ops, const std::string& wrap = "") {
+        return run_root(fmt::format("exec {}setpriv --reuid={} --regid={} --init-groups ./vmhelper {} <>{}", wrap,
+                                    test_user().uid, test_user().gid, ops, slave));
+    }
+    Result confined_on(const std::string& slave, const std::string& ops, const std::string& job,
+                       const std::string& wrap = "") {
+        const std::string audit = at("audit-" + job + ".jsonl");
+        Result r = run_root(
+            fmt::format("exec {}{} run --user {} --workdir {} --audit-log {} --job-id {} -- ./vmhelper {} <>{}", wrap,
+                        confine_bin(), kUser, work(), audit, job, ops, slave));
+        r.job = job;
+        r.audit = parse_audit(read_file(audit));
+        return r;
     }
 
     void TearDown() override {
@@ -70,30 +89,30 @@ TEST_F(TtyTest, AnotherSessionsTerminalIsOutOfReach) {
     ASSERT_TRUE(slave.starts_with("/dev/pts/")) << slave;
     const std::string read_op = "ttyread," + slave;
 
-    Result control = run_unconfined("./vmhelper netproc " + read_op);
+    Result control = run_unconfined("./vmhelper " + read_op);
     ASSERT_EQ(parse_ops(control.out)[read_op], "ok typed input") << control.describe();
 
     // The job opens its own pty first: a private instance numbers from 0,
     // so its own may well be called what the outside one is.
-    Result r = run_confined("", "./vmhelper netproc pty,own " + read_op);
+    Result r = run_confined("", "./vmhelper pty,own " + read_op);
     Ops o = parse_ops(r.out);
     EXPECT_EQ(o["pty,own"], "ok /dev/pts/0") << r.describe();
     EXPECT_TRUE(o[read_op] == "open:ENOENT" || (slave == "/dev/pts/0" && o[read_op] == "open:EIO")) << r.describe();
     EXPECT_TRUE(r.audit.empty()) << r.describe();
 
-    Result alone = run_confined("", "./vmhelper netproc " + read_op + "; ls /dev/pts | tr '\\n' ' '; echo");
+    Result alone = run_confined("", "./vmhelper " + read_op + "; ls /dev/pts | tr '\\n' ' '; echo");
     EXPECT_EQ(parse_ops(alone.out)[read_op], "open:ENOENT") << alone.describe();
     EXPECT_TRUE(alone.out.ends_with("\nptmx \n")) << "/dev/pts should hold only ptmx\n" << alone.describe();
     EXPECT_TRUE(alone.audit.empty()) << alone.describe();
 
     // The second line is still there: the jobs read nothing.
-    Result after = run_unconfined("./vmhelper netproc " + read_op);
+    Result after = run_unconfined("./vmhelper " + read_op);
     EXPECT_EQ(parse_ops(after.out)[read_op], "ok typed input") << after.describe();
 }
 
 // Programs that need a terminal (script, ssh -t, expect...) get one.
 TEST_F(TtyTest, TheJobMakesPtysOfItsOwn) {
-    Result r = run_confined("", "./vmhelper netproc pty,own; script -qc tty /dev/null");
+    Result r = run_confined("", "./vmhelper pty,own; script -qc tty /dev/null");
     EXPECT_EQ(r.status, 0) << r.describe();
     EXPECT_EQ(parse_ops(r.out)["pty,own"], "ok /dev/pts/0") << r.describe();
     EXPECT_TRUE(std::regex_search(r.out, std::regex("\n/dev/pts/[0-9]+\r?\n"))) << "script got no terminal\n"
@@ -110,18 +129,11 @@ TEST_F(TtyTest, TheJobCannotStopAnInheritedTerminalsOutput) {
     ASSERT_TRUE(slave.starts_with("/dev/pts/")) << slave;
     const std::string op = "tcxonc,0";
     // Control: the same user, the terminal as its stdin.
-    Result control = run_root(fmt::format("exec setpriv --reuid={} --regid={} --init-groups ./vmhelper netproc {} <>{}",
-                                          test_user().uid, test_user().gid, op, slave));
+    Result control = unconfined_on(slave, op);
     EXPECT_EQ(parse_ops(control.out)[op], "ok") << control.describe();
     ASSERT_FALSE(HasFailure());
 
-    const std::string audit = at("audit-tcxonc.jsonl");
-    Result r =
-        run_root(fmt::format("exec {} run --user {} --workdir {} --audit-log {} --job-id tcxonc-job -- "
-                             "./vmhelper netproc {} <>{}",
-                             confine_bin(), kUser, work(), audit, op, slave));
-    r.job = "tcxonc-job";
-    r.audit = parse_audit(read_file(audit));
+    Result r = confined_on(slave, op, "tcxonc-job");
     EXPECT_EQ(parse_ops(r.out)[op], "TCXONC:EPERM") << r.describe();
     ASSERT_EQ(r.audit.size(), 1u) << r.describe();
     EXPECT_EQ(r.audit[0].str("op"), "tty") << r.describe();
@@ -137,28 +149,18 @@ TEST_F(TtyTest, TheJobCannotTypeIntoAnInheritedTerminal) {
     const std::string slave = hold_pty("unused", 0);
     ASSERT_TRUE(slave.starts_with("/dev/pts/")) << slave;
     const std::string read_op = "ttyread," + slave;
-    const uid_t uid = test_user().uid;
-    const gid_t gid = test_user().gid;
 
     // Control: the same user, in a session whose controlling terminal it
     // is (setsid -c), as confine's caller would be.
-    Result control = run_root(fmt::format(
-        "exec setsid -c setpriv --reuid={} --regid={} --init-groups ./vmhelper netproc 'tiocsti,0,echo typed' <>{}",
-        uid, gid, slave));
+    Result control = unconfined_on(slave, "'tiocsti,0,echo typed'", "setsid -c ");
     EXPECT_EQ(parse_ops(control.out)["tiocsti,0,echo typed"], "ok") << control.describe();
-    Result typed = run_unconfined("./vmhelper netproc " + read_op);
+    Result typed = run_unconfined("./vmhelper " + read_op);
     EXPECT_EQ(parse_ops(typed.out)[read_op], "ok echo typed") << typed.describe();
     ASSERT_FALSE(HasFailure());
 
     // confine in that position: its stdin the terminal, which is its
     // session's controlling terminal.
-    const std::string audit = at("audit-tty.jsonl");
-    Result r =
-        run_root(fmt::format("exec setsid -c {} run --user {} --workdir {} --audit-log {} --job-id tty-job -- "
-                             "./vmhelper netproc 'tiocsti,0,echo typed' tiocsctty,0 'tiocsti,0,echo again' <>{}",
-                             confine_bin(), kUser, work(), audit, slave));
-    r.job = "tty-job";
-    r.audit = parse_audit(read_file(audit));
+    Result r = confined_on(slave, "'tiocsti,0,echo typed' tiocsctty,0 'tiocsti,0,echo again'", "tty-job", "setsid -c ");
     Ops o = parse_ops(r.out);
     EXPECT_EQ(o["tiocsti,0,echo typed"], "TIOCSTI:EPERM") << r.describe();
     EXPECT_EQ(o["tiocsctty,0"], "TIOCSCTTY:EPERM") << r.describe();
@@ -170,7 +172,7 @@ TEST_F(TtyTest, TheJobCannotTypeIntoAnInheritedTerminal) {
     for (const auto& l : r.audit) refusals += l.num("repeats").value_or(1);
     EXPECT_EQ(refusals, 3) << r.describe();
     for (const auto& l : r.audit) EXPECT_EQ(l.str("op"), "tty") << r.describe();
-    Result nothing = run_unconfined("./vmhelper netproc " + read_op);
+    Result nothing = run_unconfined("./vmhelper " + read_op);
     EXPECT_EQ(parse_ops(nothing.out)[read_op], "read:ETIMEDOUT") << "the job typed\n" << nothing.describe();
 }
 
@@ -188,29 +190,21 @@ TEST_F(TtyTest, TheJobCannotTakeOverASessionlessTerminal) {
 
     // Control: the same user, in a session of its own (setsid) but without
     // a controlling terminal, as the job is.
-    Result control =
-        run_root(fmt::format("exec setsid setpriv --reuid={} --regid={} --init-groups ./vmhelper netproc {} <>{}",
-                             test_user().uid, test_user().gid, ops, slave));
+    Result control = unconfined_on(slave, ops, "setsid ");
     Ops c = parse_ops(control.out);
     EXPECT_EQ(c["tiocsctty,0"], "ok") << control.describe();
     EXPECT_EQ(c["tiocsti,0,echo typed"], "ok") << control.describe();
-    Result typed = run_unconfined("./vmhelper netproc " + read_op);
+    Result typed = run_unconfined("./vmhelper " + read_op);
     EXPECT_EQ(parse_ops(typed.out)[read_op], "ok echo typed") << typed.describe();
     ASSERT_FALSE(HasFailure());
 
-    const std::string audit = at("audit-tty.jsonl");
-    Result r =
-        run_root(fmt::format("exec {} run --user {} --workdir {} --audit-log {} --job-id tty-job -- "
-                             "./vmhelper netproc {} <>{}",
-                             confine_bin(), kUser, work(), audit, ops, slave));
-    r.job = "tty-job";
-    r.audit = parse_audit(read_file(audit));
+    Result r = confined_on(slave, ops, "tty-job");
     Ops o = parse_ops(r.out);
     EXPECT_EQ(o["tiocsctty,0"], "TIOCSCTTY:EPERM") << r.describe();
     EXPECT_EQ(o["tiocsti,0,echo typed"], "TIOCSTI:EPERM") << r.describe();
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
     for (const auto& l : r.audit) EXPECT_EQ(l.str("op"), "tty") << r.describe();
-    Result nothing = run_unconfined("./vmhelper netproc " + read_op);
+    Result nothing = run_unconfined("./vmhelper " + read_op);
     EXPECT_EQ(parse_ops(nothing.out)[read_op], "read:ETIMEDOUT") << "the job typed\n" << nothing.describe();
 }
 

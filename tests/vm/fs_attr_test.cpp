@@ -1,15 +1,19 @@
-// POSIX ACLs outside the write set. Since 6.2 setting
-// or removing system.posix_acl_access / _default no longer passes the
-// setxattr hooks (nor inode_setattr): the kernel asks inode_set_acl and
-// inode_remove_acl. Every way to the same inode is tried: by path
-// (setxattr, lsetxattr), through an fd (fsetxattr, fremovexattr), through
-// io_uring (IORING_OP_SETXATTR, _FSETXATTR), and through a symlink in the
-// workdir.
+// Attributes of files outside the write set can't change: POSIX ACLs and
+// inode flags. Since 6.2 setting or removing system.posix_acl_access /
+// _default no longer passes the setxattr hooks (nor inode_setattr): the
+// kernel asks inode_set_acl and inode_remove_acl. Every way to the same
+// inode is tried: by path (setxattr, lsetxattr), through an fd (fsetxattr,
+// fremovexattr), through io_uring (IORING_OP_SETXATTR, _FSETXATTR), and
+// through a symlink in the workdir. FS_IOC_SETFLAGS (chattr) needs only
+// ownership and an fd, a read-only one included.
 //
-// One `vmhelper fsops` run, confined and then unconfined as the same user
-// (the control). The helper renames itself "opI" before operation I, so
-// each audit line is tied to the operation that caused it.
+// One `vmhelper --op-comm` run, confined and then unconfined as the same
+// user (the control). The helper renames itself "opI" before operation I,
+// so each audit line is tied to the operation that caused it.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -55,7 +59,7 @@ std::optional<std::vector<uint32_t>> acl_users(const std::string& path, const ch
     return users;
 }
 
-// The ACL `vmhelper fsops setacl` sets (helper.cpp's acl_value), for root to
+// The ACL `vmhelper setacl` sets (helper/fs_ops.cpp's acl_value), for root to
 // give a file one to remove.
 std::string acl_value(uint32_t uid) {
     struct Entry {
@@ -72,14 +76,27 @@ std::string acl_value(uint32_t uid) {
 
 // One helper operation on one file or directory.
 struct AclOp {
-    std::string spec;    // the fsops operation
+    std::string spec;    // the helper operation
     std::string path;    // the file it changes (a symlink's target)
     const char* name;    // which ACL
     bool set;            // setting (else removing) it
     bool uring = false;  // io_uring runs it in a worker thread: any comm
 };
 
-class FsAclTest : public VmTest {
+// The inode flags of PATH (FS_IOC_GETFLAGS), or -1.
+int inode_flags(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int flags = -1;
+    if (fd < 0 || ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0) flags = -1;
+    if (fd >= 0) close(fd);
+    return flags;
+}
+bool has_flag(const std::string& path, int flag) {
+    int flags = inode_flags(path);
+    return flags >= 0 && (flags & flag);
+}
+
+class FsAttrTest : public VmTest {
 protected:
     void SetUp() override {
         VmTest::SetUp();
@@ -102,9 +119,9 @@ protected:
     std::vector<AclOp> ops_in(const std::string& dir, bool by_fd) {
         auto op = [&](std::string verb, const std::string& name, const char* acl, std::string how = "") {
             const bool set = verb == "setacl";
-            std::string spec = fmt::format("{} {}/{} {}", verb, dir, name, acl == kAccess ? "access" : "default");
-            if (set) spec += fmt::format(" {}", kOtherUid);
-            if (!how.empty()) spec += " " + how;
+            std::string spec = fmt::format("{},{}/{},{}", verb, dir, name, acl == kAccess ? "access" : "default");
+            if (set) spec += fmt::format(",{}", kOtherUid);
+            if (!how.empty()) spec += "," + how;
             return AclOp{spec, dir + "/" + name, acl, set, how.starts_with("uring")};
         };
         std::vector<AclOp> ops = {op("setacl", "f", kAccess),          op("rmacl", "g", kAccess),
@@ -139,19 +156,6 @@ protected:
         }
     }
 
-    // Each operation's result, by index ("ok", "EPERM", ...).
-    std::vector<std::string> results(const Result& r, size_t n) {
-        std::vector<std::string> got(n, "(not run)");
-        std::istringstream in(r.out);
-        for (std::string line; std::getline(in, line);) {
-            size_t sp = line.find(' ');
-            if (sp == std::string::npos) continue;
-            size_t i = std::stoul(line.substr(0, sp));
-            if (i < n) got[i] = line.substr(sp + 1);
-        }
-        return got;
-    }
-
     // Whether o's change is on its file now.
     bool changed(const AclOp& o) {
         auto users = acl_users(o.path, o.name);
@@ -159,7 +163,7 @@ protected:
     }
 
     std::string command(const std::vector<AclOp>& ops) {
-        std::string cmd = "./vmhelper fsops";
+        std::string cmd = "./vmhelper --op-comm";
         for (const AclOp& o : ops) cmd += " '" + o.spec + "'";
         return cmd;
     }
@@ -167,13 +171,15 @@ protected:
     std::string helper_, ro_;
 };
 
-TEST_F(FsAclTest, AclsOutsideTheWriteSetCannotBeSetOrRemoved) {
+// ---- POSIX ACLs ------------------------------------------------------------------------
+
+TEST_F(FsAttrTest, AclsOutsideTheWriteSetCannotBeSetOrRemoved) {
     const std::string link = work() + "/link-to-ro", target = ro_ + "/s";
     // Outside the write set: the denied real home, a directory the policy
     // only reads; and a file there reached through a symlink in the workdir.
     std::vector<AclOp> refused = ops_in(kHomeDir, false), in_ro = ops_in(ro_, true);
     refused.insert(refused.end(), in_ro.begin(), in_ro.end());
-    refused.push_back({fmt::format("setacl {} access {}", link, kOtherUid), target, kAccess, true});
+    refused.push_back({fmt::format("setacl,{},access,{}", link, kOtherUid), target, kAccess, true});
     const std::vector<AclOp> allowed = ops_in(work(), true);
     std::vector<AclOp> all = refused;
     all.insert(all.end(), allowed.begin(), allowed.end());
@@ -189,16 +195,16 @@ TEST_F(FsAclTest, AclsOutsideTheWriteSetCannotBeSetOrRemoved) {
     fresh();
     ASSERT_FALSE(HasFatalFailure());
     Result r = run_confined(policy, cmd);
-    std::vector<std::string> got = results(r, all.size());
+    Ops got = parse_ops(r.out);
     for (size_t i = 0; i < all.size(); i++) {
         const AclOp& o = all[i];
         SCOPED_TRACE(fmt::format("confined op {}: {}", i, o.spec));
         if (i < refused.size()) {
-            EXPECT_EQ(got[i], "EPERM") << r.describe();
+            EXPECT_EQ(got.at(i), o.spec.substr(0, o.spec.find(',')) + ":EPERM") << r.describe();
             EXPECT_FALSE(changed(o)) << "the job changed the ACL of " << o.path;
             EXPECT_DENIAL(r, "setxattr", o.path, o.uring ? "" : fmt::format("op{}", i));
         } else {
-            EXPECT_EQ(got[i], "ok") << r.describe();
+            EXPECT_EQ(got.at(i), "ok") << r.describe();
             EXPECT_TRUE(changed(o)) << "the job's change to " << o.path << " is not there";
         }
     }
@@ -208,12 +214,58 @@ TEST_F(FsAclTest, AclsOutsideTheWriteSetCannotBeSetOrRemoved) {
     fresh();
     ASSERT_FALSE(HasFatalFailure());
     Result control = run_unconfined(cmd);
-    got = results(control, all.size());
+    got = parse_ops(control.out);
     for (size_t i = 0; i < all.size(); i++) {
         SCOPED_TRACE(fmt::format("unconfined op {}: {}", i, all[i].spec));
-        EXPECT_EQ(got[i], "ok") << control.describe();
+        EXPECT_EQ(got.at(i), "ok") << control.describe();
         EXPECT_TRUE(changed(all[i])) << "unconfined, the ACL of " << all[i].path << " did not change";
     }
+}
+
+// ---- inode flags -------------------------------------------------------------------------
+
+// FS_IOC_SETFLAGS (chattr) needs only ownership and an fd, a read-only one
+// included. On a file the job may read but not write: refused. (The guest's
+// /var/tmp is an overlay with a tmpfs upper layer: both take the flags.)
+TEST_F(FsAttrTest, InodeFlagsOfFilesOutsideTheWriteSetCannotChange) {
+    const std::string ro = base() + "/ro";
+    make_dir(ro);
+    for (const char* f : {"control-a", "control-b", "a", "b"}) write_file(ro + "/" + f, "data\n");
+    auto cmd_for = [&](const std::string& a, const std::string& b) {
+        return fmt::format("./vmhelper --op-comm fd-setflags,{},noatime fd-setflags,{},nodump", a, b);
+    };
+
+    const int before = inode_flags(ro + "/a");
+    ASSERT_GE(before, 0) << "FS_IOC_GETFLAGS on " << ro << "/a: " << strerror(errno);
+    Result control = run_unconfined(cmd_for(ro + "/control-a", ro + "/control-b"));
+    EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok"})) << control.describe();
+    EXPECT_TRUE(has_flag(ro + "/control-a", FS_NOATIME_FL)) << "unconfined, the flag should be set";
+    EXPECT_TRUE(has_flag(ro + "/control-b", FS_NODUMP_FL)) << "unconfined, the flag should be set";
+    ASSERT_FALSE(HasFailure());
+
+    Result r = run_confined(make_policy({.read = {ro}}), cmd_for(ro + "/a", ro + "/b"));
+    EXPECT_EQ(parse_ops(r.out).by_index, (std::vector<std::string>{"fd-setflags:EPERM", "fd-setflags:EPERM"}))
+        << r.describe();
+    EXPECT_DENIAL(r, "setattr", ro + "/a", "op0");
+    EXPECT_DENIAL(r, "setattr", ro + "/b", "op1");
+    EXPECT_EQ(r.audit.size(), 2u) << r.describe();
+    EXPECT_EQ(inode_flags(ro + "/a"), before);
+    EXPECT_EQ(inode_flags(ro + "/b"), before);
+}
+
+// The job's own files take the flags: in the workdir (on the guest's
+// overlay, where overlayfs asks the LSM again for the upper file, as the
+// mounter) and in its private /dev/shm (a tmpfs).
+TEST_F(FsAttrTest, InodeFlagsOfTheJobsOwnFilesCanChange) {
+    const std::string own = work() + "/own";
+    write_file(own, "data\n");
+    const std::string cmd =
+        "echo data > /dev/shm/own && ./vmhelper fd-setflags,/dev/shm/own,nodump fd-setflags," + own + ",nodump";
+
+    Result r = run_confined("", cmd);
+    EXPECT_EQ(parse_ops(r.out).by_index, (std::vector<std::string>{"ok", "ok"})) << r.describe();
+    EXPECT_TRUE(has_flag(own, FS_NODUMP_FL)) << r.describe();
+    EXPECT_TRUE(r.audit.empty()) << r.describe();
 }
 
 }  // namespace

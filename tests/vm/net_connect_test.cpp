@@ -1,12 +1,14 @@
-// Network enforcement, the whole surface: TCP, UDP, IPv4, IPv6 and
-// IPv4-mapped IPv6, connect, sendto and TCP Fast Open; unix sockets by path
-// (stream, datagram, seqpacket, through symlinks) and by abstract name; the
-// job's own loopback; bind rules; address families; and a real proxy.
+// Network enforcement of where a job connects and sends: TCP, UDP, IPv4,
+// IPv6 and IPv4-mapped IPv6, connect, sendto and TCP Fast Open; unix
+// sockets by path (stream, datagram, seqpacket, through symlinks) and by
+// abstract name; the job's own loopback servers; and a real proxy.
 //
 // Host services are sockets this test process (root, outside any job)
-// binds; the job's side is `vmhelper netproc` (one process, many operations,
-// an exact errno for each). Each case runs unconfined as the same user first
-// (the control, which must reach the service), then confined.
+// binds; nothing accepts or reads, so the kernel queues what got through,
+// which is what pending() counts. The job's side is `vmhelper` (one
+// process, many operations, an exact errno for each). Each case runs
+// unconfined as the same user first (the control, which must reach the
+// service), then confined.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,6 +27,7 @@
 #include <sstream>
 
 #include "harness.h"
+#include "net_common.h"
 #include "sockaddr.h"
 
 namespace vmtest {
@@ -32,15 +35,6 @@ namespace {
 
 constexpr auto npos = std::string::npos;
 namespace fs = std::filesystem;
-
-// "ok" and "ok <detail>" alike.
-bool ok(const std::string& result) {
-    return result == "ok" || result.starts_with("ok ");
-}
-
-std::string netproc(const std::string& helper, const std::vector<std::string>& ops) {
-    return fmt::format("{} netproc {}", helper, fmt::join(ops, " "));
-}
 
 // ---- host services ----------------------------------------------------------------
 
@@ -107,45 +101,75 @@ private:
     uint16_t port_ = 0;
 };
 
-// Ports nobody uses for TCP or UDP on any address, IPv4 or IPv6, below the
-// ephemeral range (so no client connection takes one meanwhile).
-std::vector<uint16_t> free_ports(size_t n) {
-    static uint16_t next = static_cast<uint16_t>(20000 + (static_cast<long>(getpid()) * 7919) % 10000);
-    std::vector<uint16_t> out;
-    while (out.size() < n) {
-        uint16_t p = next++;
-        if (next > 32000) next = 20000;
-        bool free = true;
-        for (const char* addr : {"0.0.0.0", "::"})
-            for (int type : {SOCK_STREAM, SOCK_DGRAM}) {
-                sockaddr_storage ss;
-                socklen_t len = 0;
-                sockaddr_of(addr, p, ss, len);
-                int fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0), one = 1;
-                if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-                free = free && fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
-                close(fd);
-            }
-        if (free) out.push_back(p);
-    }
-    return out;
-}
-
 // ---- the fixture --------------------------------------------------------------------
 
-class NetMoreTest : public VmTest {
+class NetConnectTest : public HelperTest {
 protected:
-    void SetUp() override {
-        VmTest::SetUp();
-        helper_ = install_helper(work());
+    // The connect attempt `op` (a helper operation) must succeed
+    // unconfined, and be refused and audited as `target` under `policy`.
+    void expect_refused(HostSock& l, const std::string& policy, const std::string& op, const std::string& target) {
+        const std::string cmd = "./vmhelper " + op;
+        Result control = run_unconfined(cmd);
+        ASSERT_EQ(control.status, 0) << control.describe();
+        ASSERT_EQ(l.pending(), 1) << "the unconfined control did not reach the listener";
+
+        Result r = run_confined(policy, cmd);
+        EXPECT_EQ(r.status, 1) << r.describe();
+        EXPECT_EQ(parse_ops(r.out)[op], "connect:EPERM") << r.describe();
+        EXPECT_EQ(l.pending(), 0) << "the confined job reached the listener";
+        EXPECT_DENIAL(r, "connect", target, "vmhelper");
     }
 
-    std::string helper_;
+    // The connect attempt must succeed under `policy`, unaudited.
+    void expect_allowed(HostSock& l, const std::string& policy, const std::string& op) {
+        Result r = run_confined(policy, "./vmhelper " + op);
+        EXPECT_EQ(r.status, 0) << r.describe();
+        EXPECT_EQ(parse_ops(r.out).by_index, std::vector<std::string>{"ok"}) << r.describe();
+        EXPECT_EQ(l.pending(), 1) << "the listed destination was not reached\n" << r.describe();
+        EXPECT_TRUE(r.audit.empty()) << r.describe();
+    }
 };
+
+// ---- TCP and unix stream sockets, one connect each -------------------------------------
+
+TEST_F(NetConnectTest, TcpToAnUnlistedLoopbackPortIsDenied) {
+    HostSock l = HostSock::inet(SOCK_STREAM, "127.0.0.1");
+    expect_refused(l, "", fmt::format("connect,tcp,127.0.0.1,{}", l.port()),
+                   fmt::format("tcp://127.0.0.1:{}", l.port()));
+}
+
+TEST_F(NetConnectTest, TcpToAListedPortWorksAndOnlyThatPort) {
+    HostSock listed = HostSock::inet(SOCK_STREAM, "127.0.0.1"), other = HostSock::inet(SOCK_STREAM, "127.0.0.1");
+    const std::string policy = make_policy({.connect = {fmt::format("tcp://127.0.0.1:{}", listed.port())}});
+    expect_allowed(listed, policy, fmt::format("connect,tcp,127.0.0.1,{}", listed.port()));
+    expect_refused(other, policy, fmt::format("connect,tcp,127.0.0.1,{}", other.port()),
+                   fmt::format("tcp://127.0.0.1:{}", other.port()));
+}
+
+TEST_F(NetConnectTest, TcpOverIpv6IsDeniedUnlessListed) {
+    HostSock l = HostSock::inet(SOCK_STREAM, "::1");
+    const std::string args = fmt::format("connect,tcp,::1,{}", l.port());
+    expect_refused(l, "", args, fmt::format("tcp://[::1]:{}", l.port()));
+    expect_allowed(l, make_policy({.connect = {fmt::format("tcp://[::1]:{}", l.port())}}), args);
+}
+
+TEST_F(NetConnectTest, UnixSocketPathIsDeniedUnlessListed) {
+    const std::string path = at("host.sock");
+    HostSock l = HostSock::local(SOCK_STREAM, path);
+    expect_refused(l, "", "unix,stream," + path, "unix:" + path);
+    expect_allowed(l, make_policy({.connect = {"unix:" + path}}), "unix,stream," + path);
+}
+
+TEST_F(NetConnectTest, AbstractUnixNameIsDeniedUnlessListed) {
+    const std::string name = fmt::format("confine-vmtest-{}", getpid());
+    HostSock l = HostSock::local(SOCK_STREAM, "@" + name);
+    expect_refused(l, "", "unix,stream,@" + name, "unix-abstract:" + name);
+    expect_allowed(l, make_policy({.connect = {"unix-abstract:" + name}}), "unix,stream,@" + name);
+}
 
 // ---- TCP and UDP ----------------------------------------------------------------------
 
-TEST_F(NetMoreTest, TcpAndUdpOverIpv4Ipv6AndMappedAreDeniedUnlessListed) {
+TEST_F(NetConnectTest, TcpAndUdpOverIpv4Ipv6AndMappedAreDeniedUnlessListed) {
     struct Case {
         HostSock sock;
         std::string op, audit_op, target, rule;
@@ -160,7 +184,7 @@ TEST_F(NetMoreTest, TcpAndUdpOverIpv4Ipv6AndMappedAreDeniedUnlessListed) {
                                             : fmt::format("{},{},{},{}", verb, proto, dest, p);
         // From a socket bound to loopback: a never-bound one is refused
         // first, for its automatic bind to the wildcard address
-        // (net_inbound_test.cpp), and this test is about destinations.
+        // (net_protocol_test.cpp), and this test is about destinations.
         if (verb == "sendto") op += ",lo";
         cases.push_back({std::move(s), op, audit_op, fmt::format("{}://{}:{}", proto, shown, p),
                          fmt::format("{}://{}:{}", proto, rule_addr, p)});
@@ -184,7 +208,7 @@ TEST_F(NetMoreTest, TcpAndUdpOverIpv4Ipv6AndMappedAreDeniedUnlessListed) {
         ops.push_back(c.op);
         rules.push_back(c.rule);
     }
-    const std::string cmd = netproc("./vmhelper", ops);
+    const std::string cmd = helper_cmd("./vmhelper", ops);
 
     Result control = run_unconfined(cmd);
     Ops co = parse_ops(control.out);
@@ -216,11 +240,11 @@ TEST_F(NetMoreTest, TcpAndUdpOverIpv4Ipv6AndMappedAreDeniedUnlessListed) {
 
 // udp_sendmsg() takes a destination whose sin_family is AF_UNSPEC as IPv4
 // (an old compatibility rule), so such a sendto reaches the address it names.
-TEST_F(NetMoreTest, UdpSendtoWithAnUnspecifiedFamilyIsStillChecked) {
+TEST_F(NetConnectTest, UdpSendtoWithAnUnspecifiedFamilyIsStillChecked) {
     HostSock s = HostSock::inet(SOCK_DGRAM, "127.0.0.1");
     // From a socket bound to loopback, so that the destination is what is decided.
     const std::string op = fmt::format("sendto,udp-unspec,127.0.0.1,{},lo", s.port());
-    const std::string cmd = netproc("./vmhelper", {op});
+    const std::string cmd = helper_cmd("./vmhelper", {op});
 
     Result control = run_unconfined(cmd);
     ASSERT_EQ(parse_ops(control.out)[op], "ok") << control.describe();
@@ -234,7 +258,7 @@ TEST_F(NetMoreTest, UdpSendtoWithAnUnspecifiedFamilyIsStillChecked) {
 
 // ---- unix sockets ---------------------------------------------------------------------
 
-TEST_F(NetMoreTest, UnixSocketsByPathAndNameAreDeniedUnlessListed) {
+TEST_F(NetConnectTest, UnixSocketsByPathAndNameAreDeniedUnlessListed) {
     const std::string stream = at("stream.sock"), seqpacket = at("seqpacket.sock"), dgram = at("dgram.sock"),
                       dgramto = at("dgramto.sock"), other = at("other.sock"), to_listed = at("to-listed"),
                       to_other = at("to-other");
@@ -256,7 +280,7 @@ TEST_F(NetMoreTest, UnixSocketsByPathAndNameAreDeniedUnlessListed) {
     std::vector<std::string> all = {op_stream,    op_seq,      op_dgram,      op_dgramto,
                                     op_to_listed, op_to_other, op_abs_listed, op_abs_other};
     all.insert(all.end(), own.begin(), own.end());
-    const std::string cmd = netproc("./vmhelper", all);
+    const std::string cmd = helper_cmd("./vmhelper", all);
     auto counts = [&] {
         return std::vector<int>{s_stream.pending(), s_seq.pending(),        s_dgram.pending(),    s_dgramto.pending(),
                                 s_other.pending(),  s_abs_listed.pending(), s_abs_other.pending()};
@@ -316,7 +340,7 @@ TEST_F(NetMoreTest, UnixSocketsByPathAndNameAreDeniedUnlessListed) {
 
 // ---- the job's own loopback -----------------------------------------------------------
 
-TEST_F(NetMoreTest, LoopbackServersOfTheJobAreItsOwnUntilClosed) {
+TEST_F(NetConnectTest, LoopbackServersOfTheJobAreItsOwnUntilClosed) {
     const std::vector<uint16_t> p = free_ports(6);
     const uint16_t released = p[4], held = p[5];
     // Round trips to servers the job starts itself: TCP and UDP, IPv4 and
@@ -339,7 +363,7 @@ TEST_F(NetMoreTest, LoopbackServersOfTheJobAreItsOwnUntilClosed) {
           fmt::format("hold,tcp,127.0.0.1,{}", held), "touch," + closed, "wait," + rebound, connect_tcp, sendto_udp})
         ops.push_back(op);
 
-    Started job = start({.argv = {"/bin/sh", "-c", netproc("./vmhelper", ops)}});
+    Started job = start({.argv = {"/bin/sh", "-c", helper_cmd("./vmhelper", ops)}});
     ASSERT_TRUE(wait_until([&] { return exists(closed); }, 60)) << finish(job, 1).describe();
     HostSock host_tcp = HostSock::inet(SOCK_STREAM, "127.0.0.1", released),
              host_udp = HostSock::inet(SOCK_DGRAM, "127.0.0.1", released);
@@ -356,7 +380,7 @@ TEST_F(NetMoreTest, LoopbackServersOfTheJobAreItsOwnUntilClosed) {
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
 
     // Control: the host services the job was refused are there for the user.
-    Result control = run_unconfined(netproc("./vmhelper", {connect_tcp, sendto_udp}));
+    Result control = run_unconfined(helper_cmd("./vmhelper", {connect_tcp, sendto_udp}));
     Ops c = parse_ops(control.out);
     EXPECT_EQ(c[connect_tcp], "ok") << control.describe();
     EXPECT_EQ(c[sendto_udp], "ok") << control.describe();
@@ -367,7 +391,7 @@ TEST_F(NetMoreTest, LoopbackServersOfTheJobAreItsOwnUntilClosed) {
 // A port is the job's on the loopback address it bound, not on every one:
 // holding 127.0.0.2:P must not open the host's 127.0.0.1:P (a database, a
 // resolver on 127.0.0.53) to the job.
-TEST_F(NetMoreTest, AJobPortOnOneLoopbackAddressOpensNoOther) {
+TEST_F(NetConnectTest, AJobPortOnOneLoopbackAddressOpensNoOther) {
     const uint16_t port = free_ports(1)[0];
     HostSock host_tcp = HostSock::inet(SOCK_STREAM, "127.0.0.1", port),
              host_udp = HostSock::inet(SOCK_DGRAM, "127.0.0.1", port);
@@ -375,7 +399,7 @@ TEST_F(NetMoreTest, AJobPortOnOneLoopbackAddressOpensNoOther) {
                       sendto_udp = fmt::format("sendto,udp,127.0.0.1,{},lo", port);
     const std::vector<std::string> ops = {fmt::format("hold,tcp,127.0.0.2,{}", port),
                                           fmt::format("hold,udp,127.0.0.2,{}", port), connect_tcp, sendto_udp};
-    const std::string cmd = netproc("./vmhelper", ops);
+    const std::string cmd = helper_cmd("./vmhelper", ops);
 
     Result control = run_unconfined(cmd);
     Ops c = parse_ops(control.out);
@@ -399,7 +423,7 @@ TEST_F(NetMoreTest, AJobPortOnOneLoopbackAddressOpensNoOther) {
 // polling for its own test server to come up keeps polling. UDP is refused
 // at connect and send (the kernel reports it at the next send): a
 // connected socket would otherwise reach a host service bound later.
-TEST_F(NetMoreTest, ALoopbackPortWithNothingThereIsRefusedAsTheKernelWould) {
+TEST_F(NetConnectTest, ALoopbackPortWithNothingThereIsRefusedAsTheKernelWould) {
     const std::vector<uint16_t> p = free_ports(2);
     std::vector<std::string> ops;
     for (const char* addr : {"127.0.0.1", "::1"}) ops.push_back(fmt::format("connect,tcp,{},{}", addr, p[0]));
@@ -408,7 +432,7 @@ TEST_F(NetMoreTest, ALoopbackPortWithNothingThereIsRefusedAsTheKernelWould) {
         ops.push_back(fmt::format("connect,udp,{},{}", addr, p[1]));
         ops.push_back(fmt::format("sendto,udp,{},{},lo", addr, p[1]));
     }
-    const std::string cmd = netproc("./vmhelper", ops);
+    const std::string cmd = helper_cmd("./vmhelper", ops);
 
     Result control = run_unconfined(cmd);
     Ops c = parse_ops(control.out);
@@ -427,7 +451,7 @@ TEST_F(NetMoreTest, ALoopbackPortWithNothingThereIsRefusedAsTheKernelWould) {
     EXPECT_TRUE(r.audit.empty()) << r.describe();
 
     // Audit mode lets it through, and records what enforce mode refuses.
-    Result audited = run_confined("", netproc("./vmhelper", {ops[0]}), {"--mode", "audit"});
+    Result audited = run_confined("", helper_cmd("./vmhelper", {ops[0]}), {"--mode", "audit"});
     EXPECT_EQ(parse_ops(audited.out)[ops[0]], "connect:ECONNREFUSED") << audited.describe();
     ASSERT_EQ(audited.audit.size(), 1u) << audited.describe();
     EXPECT_EQ(audited.audit[0].str("target"), fmt::format("tcp://127.0.0.1:{}", p[0]));
@@ -436,7 +460,7 @@ TEST_F(NetMoreTest, ALoopbackPortWithNothingThereIsRefusedAsTheKernelWould) {
 
     // A host service on that port is still out of reach, and audited.
     HostSock host = HostSock::inet(SOCK_STREAM, "127.0.0.1", p[0]);
-    Result taken = run_confined("", netproc("./vmhelper", {ops[0]}));
+    Result taken = run_confined("", helper_cmd("./vmhelper", {ops[0]}));
     EXPECT_EQ(parse_ops(taken.out)[ops[0]], "connect:EPERM") << taken.describe();
     EXPECT_EQ(host.pending(), 0);
     EXPECT_DENIAL(taken, "connect", fmt::format("tcp://127.0.0.1:{}", p[0]), "vmhelper");
@@ -447,15 +471,15 @@ TEST_F(NetMoreTest, ALoopbackPortWithNothingThereIsRefusedAsTheKernelWould) {
 // next.
 // (A record of the ports the job bound, kept until the socket closed, got
 // this wrong; confine now decides on the socket the kernel would reach.)
-TEST_F(NetMoreTest, APortTheJobGaveBackWithoutClosingIsNoLongerItsOwn) {
+TEST_F(NetConnectTest, APortTheJobGaveBackWithoutClosingIsNoLongerItsOwn) {
     const std::string tport = work() + "/tport", uport = work() + "/uport", released = work() + "/released",
                       taken = work() + "/taken";
     // The last two OPs read the port numbers from the files at that time.
     const std::string connect_tcp = "connect,tcp,127.0.0.1," + tport,
                       sendto_udp = "sendto,udp,127.0.0.1," + uport + ",lo";
     const std::string cmd =
-        netproc("./vmhelper", {"hold,tcp,127.0.0.1,0," + tport, "hold,udp,127.0.0.1,0," + uport, "unbind",
-                               "touch," + released, "wait," + taken, connect_tcp, sendto_udp});
+        helper_cmd("./vmhelper", {"hold,tcp,127.0.0.1,0," + tport, "hold,udp,127.0.0.1,0," + uport, "unbind",
+                                  "touch," + released, "wait," + taken, connect_tcp, sendto_udp});
     // Runs `cmd` (started by `begin`), takes over its ports as the host once
     // it gave them back, and returns its result and what the host received.
     struct Outcome {
@@ -506,125 +530,6 @@ TEST_F(NetMoreTest, APortTheJobGaveBackWithoutClosingIsNoLongerItsOwn) {
     EXPECT_DENIAL(r, "sendmsg", fmt::format("udp://127.0.0.1:{}", confined->udp_port), "vmhelper");
 }
 
-// ---- bind -------------------------------------------------------------------------------
-
-TEST_F(NetMoreTest, BindOutsideLoopbackNeedsARule) {
-    const std::vector<uint16_t> p = free_ports(3);
-    auto bind_op = [](const char* proto, const char* addr, uint16_t port) {
-        return fmt::format("bind,{},{},{}", proto, addr, port);
-    };
-    // Loopback, IPv4 and IPv6, any address of 127.0.0.0/8: always the job's.
-    const std::vector<std::string> loopback = {bind_op("tcp", "127.0.0.1", p[0]), bind_op("udp", "127.0.0.1", p[0]),
-                                               bind_op("tcp", "::1", p[0]), bind_op("udp", "127.0.0.2", p[0])};
-    const std::string any_tcp = bind_op("tcp", "0.0.0.0", p[0]), any_tcp_other = bind_op("tcp", "0.0.0.0", p[1]),
-                      any_udp = bind_op("udp", "0.0.0.0", p[0]), any_udp_other = bind_op("udp", "0.0.0.0", p[1]),
-                      any_udp_picked = "bind,udp,0.0.0.0,0", any6_tcp = bind_op("tcp", "::", p[0]),
-                      mptcp = bind_op("mptcp", "0.0.0.0", p[2]);
-    std::vector<std::string> ops = loopback;
-    for (const auto& op : {any_tcp, any_tcp_other, any_udp, any_udp_other, any_udp_picked, any6_tcp, mptcp})
-        ops.push_back(op);
-    const std::string cmd = netproc("./vmhelper", ops);
-
-    Result control = run_unconfined(cmd);
-    Ops c = parse_ops(control.out);
-    // MPTCP may be compiled out; everything else must work for the user.
-    for (const auto& op : ops)
-        if (op != mptcp) {
-            EXPECT_TRUE(ok(c[op])) << op << ": " << c[op] << "\n" << control.describe();
-        }
-    ASSERT_FALSE(HasFailure());
-
-    Result denied = run_confined("", cmd);
-    Ops d = parse_ops(denied.out);
-    for (const auto& op : loopback) EXPECT_TRUE(ok(d[op])) << op << ": " << d[op] << "\n" << denied.describe();
-    for (const auto& op : {any_tcp, any_tcp_other, any_udp, any_udp_other, any6_tcp})
-        EXPECT_EQ(d[op], "bind:EPERM") << op << "\n" << denied.describe();
-    EXPECT_DENIAL(denied, "bind", fmt::format("tcp://0.0.0.0:{}", p[0]), "vmhelper");
-    EXPECT_DENIAL(denied, "bind", fmt::format("tcp://0.0.0.0:{}", p[1]), "vmhelper");
-    EXPECT_DENIAL(denied, "bind", fmt::format("udp://0.0.0.0:{}", p[0]), "vmhelper");
-    EXPECT_DENIAL(denied, "bind", fmt::format("udp://0.0.0.0:{}", p[1]), "vmhelper");
-    EXPECT_DENIAL(denied, "bind", fmt::format("tcp://[::]:{}", p[0]), "vmhelper");
-    // MPTCP is no socket a job may make (net_inbound_test.cpp), bind or not.
-    EXPECT_EQ(d[mptcp], "socket:EPERM") << denied.describe();
-    EXPECT_DENIAL(denied, "socket", "", "vmhelper");
-    for (const AuditLine& l : denied.audit)
-        if (l.str("op") == "socket") {
-            EXPECT_EQ(l.num("protocol"), 262) << l.raw;
-        }
-
-    // One exact port for TCP; port 0 (any port) for UDP. Neither covers IPv6.
-    const std::string policy = make_policy({.bind = {fmt::format("tcp://0.0.0.0:{}", p[0]), "udp://0.0.0.0:0"}});
-    Result ruled = run_confined(policy, cmd);
-    Ops b = parse_ops(ruled.out);
-    for (const auto& op : loopback) EXPECT_TRUE(ok(b[op])) << op << ": " << b[op] << "\n" << ruled.describe();
-    for (const auto& op : {any_tcp, any_udp, any_udp_other, any_udp_picked})
-        EXPECT_TRUE(ok(b[op])) << op << ": " << b[op] << "\n" << ruled.describe();
-    EXPECT_EQ(b[any_tcp_other], "bind:EPERM") << ruled.describe();
-    EXPECT_EQ(b[any6_tcp], "bind:EPERM") << ruled.describe();
-    EXPECT_DENIAL(ruled, "bind", fmt::format("tcp://0.0.0.0:{}", p[1]), "vmhelper");
-    EXPECT_DENIAL(ruled, "bind", fmt::format("tcp://[::]:{}", p[0]), "vmhelper");
-    EXPECT_EQ(b[mptcp], "socket:EPERM") << ruled.describe();
-    EXPECT_DENIAL(ruled, "socket", "", "vmhelper");
-    EXPECT_EQ(ruled.audit.size(), 3u) << ruled.describe();
-}
-
-// ---- address families -------------------------------------------------------------------
-
-TEST_F(NetMoreTest, OtherAddressFamiliesNeedARule) {
-    // netlink: what `ip addr` needs, and any user may create unconfined.
-    // packet: refused by the kernel too for a user without CAP_NET_RAW, but
-    // confine refuses first, and says so.
-    const std::string cmd =
-        "echo; ip addr show dev lo & p=$!; wait $p; echo \"ip $p $?\"; ./vmhelper netproc socket,packet";
-
-    Result control = run_unconfined("ip addr show dev lo && ./vmhelper netproc socket,netlink");
-    ASSERT_EQ(control.status, 0) << control.describe();
-    ASSERT_NE(control.out.find("127.0.0.1"), npos) << control.describe();
-
-    auto ip_pid = [](const Result& r) {
-        std::smatch m;
-        return std::regex_search(r.out, m, std::regex(R"(\nip ([0-9]+) ([0-9]+)\n)"))
-                   ? std::pair<pid_t, int>{std::stoi(m[1]), std::stoi(m[2])}
-                   : std::pair<pid_t, int>{-1, -1};
-    };
-    // The lines of one process of r.
-    auto of = [](const Result& r, pid_t pid) {
-        Result s = r;
-        std::erase_if(s.audit, [&](const AuditLine& l) { return l.num("tgid") != pid; });
-        return s;
-    };
-
-    Result denied = run_confined("", cmd);
-    auto [ip, ip_status] = ip_pid(denied);
-    Ops d = parse_ops(denied.out);
-    ASSERT_GT(ip, 0) << denied.describe();
-    ASSERT_EQ(d.pids.size(), 1u) << denied.describe();
-    EXPECT_NE(ip_status, 0) << denied.describe();
-    EXPECT_EQ(denied.out.find("127.0.0.1"), npos) << denied.describe();
-    EXPECT_NE(denied.err.find("Operation not permitted"), npos) << denied.describe();
-    EXPECT_EQ(d["socket,packet"], "socket:EPERM") << denied.describe();
-    Result ip_lines = of(denied, ip), helper_lines = of(denied, d.pids[0]);
-    EXPECT_DENIAL(ip_lines, "socket", "", "ip");
-    EXPECT_DENIAL(helper_lines, "socket", "", "vmhelper");
-    if (ip_lines.audit.size() == 1) {
-        EXPECT_EQ(ip_lines.audit[0].num("family"), 16) << ip_lines.audit[0].raw;
-    }
-    if (helper_lines.audit.size() == 1) {
-        EXPECT_EQ(helper_lines.audit[0].num("family"), 17) << helper_lines.audit[0].raw;
-    }
-    EXPECT_EQ(denied.audit.size(), 2u) << denied.describe();
-
-    Result listed = run_confined(make_policy({.families = {"netlink"}}), cmd);
-    std::tie(ip, ip_status) = ip_pid(listed);
-    Ops l = parse_ops(listed.out);
-    EXPECT_EQ(ip_status, 0) << listed.describe();
-    EXPECT_NE(listed.out.find("inet 127.0.0.1/8"), npos) << listed.describe();
-    EXPECT_EQ(l["socket,packet"], "socket:EPERM") << listed.describe();
-    ASSERT_EQ(listed.audit.size(), 1u) << listed.describe();
-    EXPECT_DENIAL(listed, "socket", "", "vmhelper");
-    EXPECT_EQ(listed.audit[0].num("family"), 17) << listed.audit[0].raw;
-}
-
 // ---- a real proxy ------------------------------------------------------------------------
 
 // An HTTP server (root, outside any job) on 127.0.0.2:8000, [::1]:8000 and
@@ -652,7 +557,7 @@ open(ready, "w").close()
 threading.Event().wait()
 )py";
 
-TEST_F(NetMoreTest, OnlyTheListedProxyReachesServicesBeyondIt) {
+TEST_F(NetConnectTest, OnlyTheListedProxyReachesServicesBeyondIt) {
     const std::string body = fmt::format("body-through-the-proxy-{}\n", getpid());
     const std::string docroot = at("www"), unix_path = at("http.sock"), ready = at("http.ready");
     make_dir(docroot);
@@ -672,7 +577,7 @@ TEST_F(NetMoreTest, OnlyTheListedProxyReachesServicesBeyondIt) {
     const std::string via_proxy = curl + "-x http://127.0.0.1:8888 http://127.0.0.2:8000/f",
                       direct4 = curl + "http://127.0.0.2:8000/f", direct6 = curl + "'http://[::1]:8000/f'",
                       via_unix = curl + "--unix-socket " + unix_path + " http://localhost/f";
-    const std::string udp_ops = "./vmhelper netproc sendto,udp,127.0.0.2,8000,lo connect,udp,::1,8000";
+    const std::string udp_ops = "./vmhelper sendto,udp,127.0.0.2,8000,lo connect,udp,::1,8000";
     const std::string direct = direct4 + "; " + direct6 + "; " + via_unix + "; " + udp_ops;
 
     Result control = run_unconfined(direct);

@@ -1,0 +1,97 @@
+/* The job's filesystem rules and the decision on one resolved path.
+ *
+ * fs_rules is an LPM trie keyed by the job's cgroup id then the path with a
+ * trailing '/' (bpf/fs.h owns the encoding, which the loader shares), so a
+ * lookup finds the longest rule that covers a path: longest prefix wins.
+ */
+#ifndef CONFINE_BPF_FS_RULES_H
+#define CONFINE_BPF_FS_RULES_H
+
+#include "bpf/path.bpf.h"
+
+/* key: the job's cgroup id then the path with a trailing '/';
+ * value: CONFINE_FS_* access bits granted at and below that path. */
+struct {
+    __uint(type, BPF_MAP_TYPE_LPM_TRIE);
+    __uint(max_entries, CONFINE_MAX_FS_RULES);
+    __type(key, struct confine_fs_key);
+    __type(value, __u32);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __uint(pinning, LIBBPF_PIN_BY_NAME);
+} fs_rules SEC(".maps");
+
+/* The access bits the job's rules grant a resolved path, plus
+ * CONFINE_FS_NOT_GUARD unless the path is a guard entry itself, and
+ * CONFINE_FS_LIST where it may be read or is a listable entry itself. */
+static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
+{
+    struct confine_fs_key *k = &r->s->key;
+    __u32 plen = resolved_len(r), klen = plen, *access, bits;
+    bool exact;
+
+    /* Key: "/" for the root, else the path and a '/', cut to the key size
+     * (no rule is longer, so the longest match is unchanged). */
+    if (plen > 1) {
+        bound(klen);
+        if (klen > CONFINE_RULE_PATH_MAX)
+            klen = CONFINE_RULE_PATH_MAX;
+        bpf_probe_read_kernel(k->path, klen, &r->s->buf[r->off]);
+        if (plen < CONFINE_RULE_PATH_MAX) {
+            klen = plen;
+            bound(klen);
+            if (klen >= CONFINE_RULE_PATH_MAX)
+                klen = CONFINE_RULE_PATH_MAX - 1;
+            k->path[klen++] = '/';
+        }
+    } else {
+        k->path[0] = '/';
+    }
+    k->prefixlen = confine_fs_prefixlen(klen);
+    k->cgroup_id_lo = (__u32)cgid;
+    k->cgroup_id_hi = cgid >> 32;
+    access = bpf_map_lookup_elem(&fs_rules, k);
+    if (!access)
+        return CONFINE_FS_NOT_GUARD;
+    exact = confine_fs_value_path_bytes(*access) == klen;
+    bits = *access & (CONFINE_FS_READ | CONFINE_FS_WRITE | CONFINE_FS_EXEC);
+    if ((bits & CONFINE_FS_READ) || (exact && (*access & CONFINE_FS_LIST)))
+        bits |= CONFINE_FS_LIST;
+    if (!(exact && (*access & CONFINE_FS_GUARD)))
+        bits |= CONFINE_FS_NOT_GUARD;
+    return bits;
+}
+
+/* Decides an access needing `need` (CONFINE_FS_*) to the file at
+ * (dentry, mnt), reporting a refusal as `op`. Sets *bits to what the rules
+ * grant the path, or 0 if the walk failed closed. */
+static __always_inline int decide_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
+                                       struct vfsmount *mnt, __u16 op, __u32 need, __u32 *bits)
+{
+    struct resolved r;
+    int ret;
+
+    *bits = 0;
+    if (!resolve(dentry, mnt, &r))
+        return refuse(job, cgid, op);
+    if (r.reason == CONFINE_REASON_POLICY) {
+        *bits = granted(&r, cgid);
+        if ((*bits & need) == need) {
+            scratch_release(r.s);
+            return ALLOW;
+        }
+    }
+    ret = verdict(job);
+    report_resolved(job, cgid, op, r.reason, &r, CONFINE_TARGET_PATH);
+    scratch_release(r.s);
+    return ret;
+}
+
+static __always_inline int check_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
+                                      struct vfsmount *mnt, __u16 op, __u32 need)
+{
+    __u32 bits;
+
+    return decide_path(job, cgid, dentry, mnt, op, need, &bits);
+}
+
+#endif
