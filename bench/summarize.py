@@ -27,7 +27,6 @@ for line in open(raw):
     k, clock, kind = f[:3]
     if kind == "BPF":
         phase, op, ops, prog, cnt, ns = f[3:]
-        # Two objects' programs may share a name (file_ioctl): summed.
         s_ = stats[clock][(k, phase, op)][prog]
         s_[0] += int(cnt) / int(ops)
         s_[1] += int(ns) / int(ops)
@@ -347,7 +346,15 @@ p("""## Notes
   cache and TLB misses, memory latency, branch mispredictions, and the
   cost of a trampoline's indirect calls beyond their instruction count; I/O
   (the guest's 9p root) takes no guest instructions at all. So icount
-  judges the code confine adds, not the machine it runs on. *wall* is
+  judges the code confine adds, not the machine it runs on. The icount
+  guest has one vCPU: with two, QEMU 7.2's icount mode (which runs vCPUs
+  in turn on one host thread) double-faulted 6.12 guests in 3 of 4 full
+  runs, each time in SLUB's allocation fast path just after its
+  `cmpxchg16b`, at a `prefetchw` (which can't fault), with RFLAGS holding
+  a kernel pointer's low bits. That is the emulator's CPU state, not a
+  kernel fault: the stack pointer was well inside the task's stack (an
+  overflow reports itself as one), and no guest code loads RFLAGS from a
+  pointer. Instruction counts don't depend on the vCPU count. *wall* is
   plain TCG time on a shared host; its spread between rounds is often
   larger than the gaps measured, which is why it is the second figure.
 - **Program costs** come from one more run of each operation with
@@ -356,23 +363,30 @@ p("""## Notes
   inside the program; what the hook's dispatch costs (the BPF trampoline,
   the cgroup program array walk) is the rest of the gap.
 - **What would close the gaps.**
-  - *Open*: file decisions are cached on the inode (design.md, "The
-    decision cache"), so after the first open a job pays a lookup, not a
-    path walk. What remains is the `lsm_cgroup` trampoline and that lookup.
-    Sizing them needs a native (KVM or bare-metal) run with `perf`: TCG
-    inflates exactly these instruction-bound paths, and the control (stat)
-    moves by several percent between rounds here.
-  - *Create, `tar x`, `make`*: a new file has no cached decision, so its
-    path is walked once. A per-directory cache would remove that walk: a
-    directory whose deciding rule has no rule below it decides all its
-    children. It is not built.
-  - *Connect* runs two programs, the `lsm_cgroup` `socket_connect` and the
-    cgroup `connect4`, which looks a loopback destination up in the
-    kernel's socket table to see whose it is. Its spread between rounds is
-    wider than its gap.
-  - *Start* is confine's own setup (policy compile, private dirs, cgroup,
-    ring buffer, map entries, user switch). Jobs no longer parse the
-    kernel's BTF, which they did twice per start before this run.
+  - *Open*: after the first open, a job's decision on a file is kept on
+    its inode (design.md, "The decision cache"), so `file_open` does no
+    path walk: it reads the file's path and the task's root (one read
+    each), the mount's flags and namespace, the kernel's two change
+    counters, and does the job, cache and counter lookups. The rest of the
+    gap is the `lsm_cgroup` dispatch (trampoline and shim, about 300
+    instructions). Each remaining read is a helper call; halving them
+    would need the mount checks kept in the cache too.
+  - *Create*: a directory keeps one decision for every name in it when no
+    rule singles one out below it (design.md), so creating and removing a
+    file no longer walks its path: `path_mknod` and `path_unlink` each do
+    a cache lookup. What is left is three hooks' dispatch (`path_mknod`,
+    `path_unlink`, and `file_open` for the created file).
+  - *Connect* runs six programs on four kinds of hook: `socket_create`,
+    `sock_create` (which records the socket's job in socket storage,
+    an allocation per socket), `socket_connect`, `connect4` (which looks a
+    loopback destination up in the kernel's socket table to see whose it
+    is) and `ingress` for each packet. Reading the socket's cgroup from
+    the socket itself would remove `sock_create`.
+  - *Start*: adding the job's ring buffer to the `rings` map, and removing
+    it at the end, each wait for an RCU grace period (the kernel does that
+    on every map-in-map update). A per-build pool of rings, inserted once,
+    would remove both waits and bound ring memory, which is also most of a
+    job's kernel memory (its 256 KiB ring).
 """)
 print("\n".join(out))
 

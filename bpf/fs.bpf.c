@@ -118,6 +118,7 @@ int BPF_PROG(confine_file_open, struct file *file)
     struct confine_job *job;
     struct vfsmount *mnt;
     struct dentry *dentry;
+    struct path fp;
     __u32 fmode, flags;
     __u64 cgid;
 
@@ -126,10 +127,12 @@ int BPF_PROG(confine_file_open, struct file *file)
         return DENY;
 
     /* Direct loads through the hook's BTF pointers where the value isn't
-     * hashed (the verifier allows no arithmetic on pointers it knows): a
-     * BPF_CORE_READ is a helper call each, and this is the hottest hook. */
-    mnt = BPF_CORE_READ(file, f_path.mnt);
-    dentry = BPF_CORE_READ(file, f_path.dentry);
+     * hashed (the verifier allows no arithmetic on pointers it knows); the
+     * path's two, which are, in one read: a read is a helper call each, and
+     * this is the hottest hook. */
+    BPF_CORE_READ_INTO(&fp, file, f_path);
+    mnt = fp.mnt;
+    dentry = fp.dentry;
     flags = file->f_flags;
     if (flags & __FMODE_EXEC)
         return check_exec(job, cgid, file, mnt, dentry);
@@ -165,7 +168,7 @@ int BPF_PROG(confine_path_mknod, const struct path *dir, struct dentry *dentry, 
     job = current_job(&cgid);
     if (!job)
         return DENY;
-    return check_path(job, cgid, dentry, BPF_CORE_READ(dir, mnt), CONFINE_OP_CREATE, CONFINE_FS_WRITE);
+    return check_entry(job, cgid, dir, dentry, CONFINE_OP_CREATE);
 }
 
 /* ---- global lsm hooks ---------------------------------------------------- */
@@ -182,7 +185,7 @@ static __always_inline int global_entry(const struct path *dir, struct dentry *d
     job = current_job(&cgid);
     if (!job)
         return 0;
-    return as_errno(check_path(job, cgid, dentry, BPF_CORE_READ(dir, mnt), op, CONFINE_FS_WRITE));
+    return as_errno(check_entry(job, cgid, dir, dentry, op));
 }
 
 /* The file at `path` must be writable. */
@@ -249,13 +252,21 @@ SEC("lsm/path_link")
 int BPF_PROG(confine_path_link, struct dentry *old_dentry, const struct path *new_dir,
              struct dentry *new_dentry)
 {
-    /* Hard links never cross mounts, so the source is on new_dir's mount. */
+    struct confine_job *job;
+    __u64 cgid;
     int ret;
 
     fs_gen_bump(); /* any task's link: see the decision cache */
-    ret = global_entry(new_dir, old_dentry, CONFINE_OP_LINK);
-
-    return ret ? ret : global_entry(new_dir, new_dentry, CONFINE_OP_LINK);
+    job = current_job(&cgid);
+    if (!job)
+        return 0;
+    /* Hard links never cross mounts, so the source is on new_dir's mount.
+     * It is no entry of new_dir, so it is decided by its own path, never
+     * through new_dir's cache slot (check_entry), which it would fill with
+     * its own directory's decision. */
+    ret = as_errno(
+        check_path(job, cgid, old_dentry, BPF_CORE_READ(new_dir, mnt), CONFINE_OP_LINK, CONFINE_FS_WRITE));
+    return ret ? ret : as_errno(check_entry(job, cgid, new_dir, new_dentry, CONFINE_OP_LINK));
 }
 
 /* From include/uapi/asm-generic/mman-common.h and include/linux/mm.h. */

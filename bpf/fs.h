@@ -24,17 +24,40 @@
 #define CONFINE_FS_GUARD 0x8u /* a less-than-writable rule lies below: no rename */
 /* The directory itself may be listed (opened for read), nothing below it.
  * Stored on exact entries; the lookup also grants it wherever READ is. */
-#define CONFINE_FS_LIST         0x20u
+#define CONFINE_FS_LIST 0x20u
+/* No other entry of the job lies below this one. Every ancestor of an
+ * entry is an entry too (the loader writes them with the access their path
+ * has anyway), so the lookup can tell when no entry lies below a path's
+ * directory: see CONFINE_FS_ALIKE. */
+#define CONFINE_FS_LEAF         0x40u
 #define CONFINE_FS_KEYLEN_SHIFT 16
 /* Synthesized by the lookup, never stored: the path is not a guard entry
  * itself. A rename needs WRITE | CONFINE_FS_NOT_GUARD at both ends. */
 #define CONFINE_FS_NOT_GUARD 0x10u
+/* Synthesized: every name in the looked-up path's directory is granted the
+ * same bits, so one decision serves a directory's creates and deletes; or,
+ * for ALIKE_UNNAMED, every name there that no entry has as its last
+ * component (fs_names below), such as a workdir's names besides ".git". */
+#define CONFINE_FS_ALIKE         0x80u
+#define CONFINE_FS_ALIKE_UNNAMED 0x100u
 
 struct confine_fs_key {
     __u32 prefixlen;    /* bits: 64 for the cgroup id + 8 per path byte */
     __u32 cgroup_id_lo; /* the cgroup id, split so the key has no padding */
     __u32 cgroup_id_hi;
     char path[CONFINE_RULE_PATH_MAX];
+};
+
+/* Key of the `fs_names` hash: the last component of each of a job's
+ * entries (a name of up to CONFINE_NAME_BYTES - 1 bytes, the rest of a
+ * longer one left out, NUL-padded) and its whole length. A name found here
+ * may be singled out by a rule; one not found is decided like its
+ * directory's other unnamed entries. */
+#define CONFINE_NAME_BYTES 20
+struct confine_fs_name {
+    __u64 cgroup_id;
+    __u32 len;
+    char name[CONFINE_NAME_BYTES];
 };
 
 /* The key and value encodings, for fs.bpf.c and the loader alike. */

@@ -16,8 +16,12 @@
 extern const void rename_lock __ksym __weak;
 extern const void mount_lock __ksym __weak;
 
-#define CACHE_SLOTS 4       /* decisions per inode, one per job (cgroup id % 4) */
-#define CACHE_BITS  0x3full /* CONFINE_FS_READ | WRITE | EXEC | NOT_GUARD | LIST */
+#define CACHE_SLOTS 4 /* decisions per inode, one per job (cgroup id % 4) */
+/* A directory's slot may also say that every entry in it, or every one
+ * not in fs_names, may be written (created, removed): see check_entry. */
+#define CACHE_ENTRY_WRITE   0x200ull
+#define CACHE_UNNAMED_WRITE 0x400ull
+#define CACHE_BITS          0x7ffull /* CONFINE_FS_* as granted() returns them, CACHE_*_WRITE */
 
 struct fs_cache {
     __u64 slot[CACHE_SLOTS]; /* tag | granted bits; 0: empty */
@@ -66,19 +70,41 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
  * rename or mount change is under way. */
 static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct vfsmount *mnt)
 {
-    struct task_struct *task = bpf_get_current_task_btf();
     __u32 rs = seq_of(&rename_lock), ms = seq_of(&mount_lock), zero = 0;
     __u64 *gen = bpf_map_lookup_elem(&fs_gen, &zero), h;
+    struct path root;
 
     if (((rs | ms) & 1) || !gen)
         return 0;
+    /* One read for both halves: each read is a helper call, and this runs
+     * on every cached open. */
+    BPF_CORE_READ_INTO(&root, bpf_get_current_task_btf()->fs, root);
     h = mix(cgid, (__u64)dentry);
     h = mix(h, (__u64)mnt);
-    h = mix(h, (__u64)BPF_CORE_READ(task, fs, root.dentry));
-    h = mix(h, (__u64)BPF_CORE_READ(task, fs, root.mnt));
+    h = mix(h, (__u64)root.dentry);
+    h = mix(h, (__u64)root.mnt);
     h = mix(h, ((__u64)rs << 32) | ms);
     h = mix(h, *gen);
     return h & ~CACHE_BITS;
+}
+
+/* Whether the job's slot holds `need` under `tag`. */
+static __always_inline bool cache_has(struct fs_cache *c, __u64 cgid, __u64 tag, __u64 need)
+{
+    __u64 v = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
+
+    return (v & ~CACHE_BITS) == tag && (v & need) == need;
+}
+
+/* Keeps `bits` in the job's slot; bits already there under the same tag
+ * stay (a directory's own decision and its entries' share a tag). */
+static __always_inline void cache_put(struct fs_cache *c, __u64 cgid, __u64 tag, __u64 bits)
+{
+    __u64 *slot = &c->slot[cgid & (CACHE_SLOTS - 1)], old = *(volatile __u64 *)slot;
+
+    if ((old & ~CACHE_BITS) == tag)
+        bits |= old & CACHE_BITS;
+    *(volatile __u64 *)slot = tag | bits;
 }
 
 /* check_path for an open file, through the cache: `file` must be a BTF
@@ -88,7 +114,7 @@ static __always_inline int check_file(struct confine_job *job, __u64 cgid, struc
 {
     struct inode *inode = file->f_inode;
     struct fs_cache *c = NULL;
-    __u64 tag = 0, v;
+    __u64 tag = 0;
     __u32 bits;
     int ret;
 
@@ -96,15 +122,45 @@ static __always_inline int check_file(struct confine_job *job, __u64 cgid, struc
         tag = cache_tag(cgid, dentry, mnt);
     if (tag)
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (c) {
-        v = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
-        if ((v & ~CACHE_BITS) == tag && (v & need) == need)
-            return ALLOW;
-    }
+    if (c && cache_has(c, cgid, tag, need))
+        return ALLOW;
     ret = decide_path(job, cgid, dentry, mnt, op, need, &bits);
     /* Kept only if nothing moved while we walked. */
     if (c && bits && cache_tag(cgid, dentry, mnt) == tag)
-        *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)] = tag | bits;
+        cache_put(c, cgid, tag, bits);
+    return ret;
+}
+
+/* check_path for creating or removing the entry `dentry` in directory
+ * `dir` (both hook arguments), through the directory's cache slot: where
+ * every name in the directory, or every unnamed one, is granted alike
+ * (CONFINE_FS_ALIKE*), one walk serves all its creates and deletes, not one
+ * per file. */
+static __always_inline int check_entry(struct confine_job *job, __u64 cgid, const struct path *dir,
+                                       struct dentry *dentry, __u16 op)
+{
+    struct inode *inode = dir->dentry->d_inode;
+    struct fs_cache *c = NULL;
+    struct path d; /* dir's pointers as plain values, to hash */
+    __u64 tag;
+    __u32 bits;
+    int ret;
+
+    bpf_probe_read_kernel(&d, sizeof(d), dir);
+    tag = cache_tag(cgid, d.dentry, d.mnt);
+
+    if (tag && inode)
+        c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (c && (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
+              (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(cgid, dentry))))
+        return ALLOW;
+    ret = decide_path(job, cgid, dentry, d.mnt, op, CONFINE_FS_WRITE, &bits);
+    if (!c || !(bits & CONFINE_FS_WRITE) || cache_tag(cgid, d.dentry, d.mnt) != tag)
+        return ret;
+    if (bits & CONFINE_FS_ALIKE)
+        cache_put(c, cgid, tag, CACHE_ENTRY_WRITE);
+    else if (bits & CONFINE_FS_ALIKE_UNNAMED)
+        cache_put(c, cgid, tag, CACHE_UNNAMED_WRITE);
     return ret;
 }
 

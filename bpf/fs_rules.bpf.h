@@ -20,13 +20,34 @@ struct {
     __uint(pinning, LIBBPF_PIN_BY_NAME);
 } fs_rules SEC(".maps");
 
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CONFINE_MAX_FS_RULES);
+    __type(key, struct confine_fs_name);
+    __type(value, __u8);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __uint(pinning, LIBBPF_PIN_BY_NAME);
+} fs_names SEC(".maps");
+
+/* Whether `dentry`'s name (a BTF pointer) may be an entry's last
+ * component: then a rule may single it out. */
+static __always_inline bool named(__u64 cgid, struct dentry *dentry)
+{
+    struct confine_fs_name k = {.cgroup_id = cgid, .len = dentry->d_name.len};
+
+    bpf_probe_read_kernel_str(k.name, sizeof(k.name), dentry->d_name.name);
+    return bpf_map_lookup_elem(&fs_names, &k) != NULL;
+}
+
 /* The access bits the job's rules grant a resolved path, plus
- * CONFINE_FS_NOT_GUARD unless the path is a guard entry itself, and
- * CONFINE_FS_LIST where it may be read or is a listable entry itself. */
+ * CONFINE_FS_NOT_GUARD unless the path is a guard entry itself,
+ * CONFINE_FS_LIST where it may be read or is a listable entry itself, and
+ * CONFINE_FS_ALIKE(_UNNAMED) where every (unnamed) name in the path's
+ * directory gets the same. */
 static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
 {
     struct confine_fs_key *k = &r->s->key;
-    __u32 plen = resolved_len(r), klen = plen, *access, bits;
+    __u32 plen = resolved_len(r), klen = plen, *access, bits, mlen, dir_len;
     bool exact;
 
     /* Key: "/" for the root, else the path and a '/', cut to the key size
@@ -52,12 +73,26 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
     access = bpf_map_lookup_elem(&fs_rules, k);
     if (!access)
         return CONFINE_FS_NOT_GUARD;
-    exact = confine_fs_value_path_bytes(*access) == klen;
+    mlen = confine_fs_value_path_bytes(*access);
+    exact = mlen == klen;
     bits = *access & (CONFINE_FS_READ | CONFINE_FS_WRITE | CONFINE_FS_EXEC);
     if ((bits & CONFINE_FS_READ) || (exact && (*access & CONFINE_FS_LIST)))
         bits |= CONFINE_FS_LIST;
     if (!(exact && (*access & CONFINE_FS_GUARD)))
         bits |= CONFINE_FS_NOT_GUARD;
+    /* No entry lies below the path's directory, so every name in it gets
+     * these bits, when the match is above the directory (the directory
+     * would be an entry, as the ancestor of one), or is the directory
+     * itself and a leaf. When it is the directory with entries below, each
+     * of those lies under a child that is an entry itself, so every other
+     * name gets these bits. A cut key can't tell. */
+    dir_len = plen - r->name_len; /* "DIR/" */
+    if (plen < CONFINE_RULE_PATH_MAX && r->name_len) {
+        if (mlen < dir_len || (mlen == dir_len && (*access & CONFINE_FS_LEAF)))
+            bits |= CONFINE_FS_ALIKE;
+        else if (mlen == dir_len)
+            bits |= CONFINE_FS_ALIKE_UNNAMED;
+    }
     return bits;
 }
 
@@ -75,6 +110,10 @@ static __always_inline int decide_path(struct confine_job *job, __u64 cgid, stru
         return refuse(job, cgid, op);
     if (r.reason == CONFINE_REASON_POLICY) {
         *bits = granted(&r, cgid);
+        /* Names in the directory are alike only if theirs, up to
+         * NAME_MAX, fit the walk too. */
+        if (resolved_len(&r) + NAME_MAX >= CONFINE_PATH_MAX)
+            *bits &= ~(CONFINE_FS_ALIKE | CONFINE_FS_ALIKE_UNNAMED);
         if ((*bits & need) == need) {
             scratch_release(r.s);
             return ALLOW;

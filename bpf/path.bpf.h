@@ -109,6 +109,7 @@ struct walk {
     struct scratch *s;
     int off;
     int status;
+    __u32 name_len; /* the path's last component's */
 };
 
 static long walk_step(__u32 i, void *arg)
@@ -153,6 +154,8 @@ static long walk_step(__u32 i, void *arg)
         w->status = STEP_TOO_LONG;
         return 1;
     }
+    if (w->off == CONFINE_PATH_MAX)
+        w->name_len = len;
     w->s->buf[off & (CONFINE_PATH_MAX - 1)] = '/';
     bpf_probe_read_kernel(&w->s->buf[(off + 1) & (CONFINE_PATH_MAX - 1)], len & NAME_MAX, name);
     w->off = off;
@@ -164,7 +167,8 @@ static long walk_step(__u32 i, void *arg)
 struct resolved {
     struct scratch *s;
     __u32 off;
-    __u8 reason; /* enum confine_reason; POLICY means the path is complete */
+    __u32 name_len; /* bytes of the last component; 0 for "/" */
+    __u8 reason;    /* enum confine_reason; POLICY means the path is complete */
 };
 
 /* Walks (dentry, mnt) into a claimed scratch slot. Returns false if no slot
@@ -179,7 +183,7 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
         return false;
     w.dentry = dentry;
     w.mnt = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
-    w.root_dentry = BPF_CORE_READ(task, fs, root.dentry);
+    w.root_dentry = BPF_CORE_READ(task->fs, root.dentry);
     w.s = s;
     w.off = CONFINE_PATH_MAX;
     s->buf[CONFINE_PATH_MAX] = '\0';
@@ -189,6 +193,7 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
         s->buf[--w.off] = '/';
     r->s = s;
     r->off = w.off & (CONFINE_PATH_MAX - 1);
+    r->name_len = w.name_len;
     switch (w.status) {
     case STEP_DONE:
         r->reason = CONFINE_REASON_POLICY;

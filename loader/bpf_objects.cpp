@@ -58,7 +58,7 @@ const Feature kFeatures[] = {
     {"proxy", proxy_bpf__elf_bytes, open_skeleton<proxy_bpf, proxy_bpf__open_opts, proxy_bpf__destroy>,
      Parent::Proxies},
 };
-const char* const kMapNames[] = {"jobs", "rings", "fs_rules", "net_rules", "job_keys", "proxies"};
+const char* const kMapNames[] = {"jobs", "rings", "fs_rules", "fs_names", "net_rules", "job_keys", "proxies"};
 static_assert(std::size(kMapNames) == static_cast<size_t>(Map::Count));
 
 // The proxies' parent cgroup is the jobs' one's sibling: <tag> and <tag>.proxies.

@@ -13,7 +13,7 @@
 namespace confine {
 
 // The shared maps of bpf/*.bpf.c: a typo is a compile error, not fd -1.
-enum class Map { Jobs, Rings, FsRules, NetRules, JobKeys, Proxies, Count };
+enum class Map { Jobs, Rings, FsRules, FsNames, NetRules, JobKeys, Proxies, Count };
 // The map's name in the BPF objects and in its pin.
 const char* map_name(Map m);
 

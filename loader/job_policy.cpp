@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -23,6 +24,16 @@ Result<void> update(const BpfObjects& objs, Map map, const void* key, const void
 }
 
 }  // namespace
+
+confine_fs_name fs_name_key(uint64_t cgroup_id, std::string_view path) {
+    std::string_view name = path.substr(path.rfind('/') + 1);
+    confine_fs_name k{};
+    k.cgroup_id = cgroup_id;
+    k.len = static_cast<uint32_t>(name.size());
+    // As bpf_probe_read_kernel_str copies it: NUL-terminated within the field.
+    memcpy(k.name, name.data(), std::min(name.size(), sizeof k.name - 1));
+    return k;
+}
 
 confine_fs_key fs_key(uint64_t cgroup_id, const std::string& prefix) {
     confine_fs_key k{};
@@ -64,11 +75,17 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     JobPolicy p(objs, id);
     for (const policy::FsTableEntry& e : policy::fs_table(c)) {
         confine_fs_key k = fs_key(id, e.prefix);
-        uint32_t access = e.access | (e.guard ? CONFINE_FS_GUARD : 0) | (e.listable ? CONFINE_FS_LIST : 0);
+        uint32_t access = e.access | (e.guard ? CONFINE_FS_GUARD : 0) | (e.listable ? CONFINE_FS_LIST : 0) |
+                          (e.leaf ? CONFINE_FS_LEAF : 0);
         // The key length tells the BPF side an exact match from a prefix one.
         uint32_t value = confine_fs_value(access, confine_fs_path_bytes(k.prefixlen));
         if (auto r = update(objs, Map::FsRules, &k, &value); !r) return fail(r.error());
         p.fs_keys_.push_back(k);
+        if (e.prefix == "/") continue;
+        confine_fs_name n = fs_name_key(id, e.prefix);
+        uint8_t one = 1;
+        if (auto r = update(objs, Map::FsNames, &n, &one); !r) return fail(r.error());
+        p.fs_names_.push_back(n);
     }
     auto add_net = [&](const std::vector<policy::Endpoint>& eps, uint32_t op) -> Result<void> {
         for (const policy::Endpoint& ep : eps) {
@@ -104,10 +121,12 @@ JobPolicy::JobPolicy(JobPolicy&& o) noexcept
     : objs_(o.objs_),
       id_(o.id_),
       fs_keys_(std::move(o.fs_keys_)),
+      fs_names_(std::move(o.fs_names_)),
       net_keys_(std::move(o.net_keys_)),
       ring_(std::exchange(o.ring_, false)),
       job_(std::exchange(o.job_, false)) {
     o.fs_keys_.clear();
+    o.fs_names_.clear();
     o.net_keys_.clear();
 }
 
@@ -134,6 +153,7 @@ JobPolicy::~JobPolicy() {
     if (job_) bpf_map_delete_elem(objs_->map_fd(Map::Jobs), &id_);
     if (ring_) bpf_map_delete_elem(objs_->map_fd(Map::Rings), &id_);
     for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd(Map::FsRules), &k);
+    for (auto& k : fs_names_) bpf_map_delete_elem(objs_->map_fd(Map::FsNames), &k);
     for (auto& k : net_keys_) bpf_map_delete_elem(objs_->map_fd(Map::NetRules), &k);
 }
 
@@ -169,6 +189,8 @@ void forget_job(const BpfObjects& objs, uint64_t id) {
     delete_keys<confine_fs_key>(objs.map_fd(Map::FsRules), [&](const confine_fs_key& k) {
         return k.cgroup_id_lo == static_cast<uint32_t>(id) && k.cgroup_id_hi == static_cast<uint32_t>(id >> 32);
     });
+    delete_keys<confine_fs_name>(objs.map_fd(Map::FsNames),
+                                 [&](const confine_fs_name& k) { return k.cgroup_id == id; });
     delete_keys<confine_net_key>(objs.map_fd(Map::NetRules),
                                  [&](const confine_net_key& k) { return k.cgroup_id == id; });
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "bpf/fs.h"
@@ -34,6 +35,7 @@ private:
     const BpfObjects* objs_;
     uint64_t id_;
     std::vector<confine_fs_key> fs_keys_;
+    std::vector<confine_fs_name> fs_names_;
     std::vector<confine_net_key> net_keys_;
     bool ring_ = false, job_ = false;
 };
@@ -45,6 +47,8 @@ size_t collect_orphan_jobs(const BpfObjects& objs);
 
 // Encodes a rule prefix into its LPM key (exposed for tests).
 confine_fs_key fs_key(uint64_t cgroup_id, const std::string& prefix);
+// The fs_names key of a path's last component.
+confine_fs_name fs_name_key(uint64_t cgroup_id, std::string_view path);
 confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep);
 
 }  // namespace confine

@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 
 #include <memory>
+#include <string>
 
 #include "fs.skel.h"
 #include "proc.skel.h"

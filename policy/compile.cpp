@@ -582,17 +582,44 @@ std::vector<FsTableEntry> fs_table(const Compiled& c) {
     std::map<std::string, FsTableEntry> t;
     auto at = [&](const std::string& p) -> FsTableEntry& { return t.try_emplace(p, FsTableEntry{p}).first->second; };
     for (const FsEntry& e : c.fs) at(e.prefix).access = e.access;
-    // A guard or a listable directory changes no access: it has the access
-    // its path has anyway (listing is granted separately).
+    // What `path` has anyway: the access of the longest rule covering it.
+    std::map<std::string_view, uint8_t> rules;
+    for (const FsEntry& e : c.fs) rules.emplace(e.prefix, e.access);
+    auto access_of_path = [&](std::string_view path) -> uint8_t {
+        for (;;) {
+            if (auto it = rules.find(path); it != rules.end()) return it->second;
+            if (path == "/") return 0;
+            path = path.substr(0, std::max<size_t>(path.rfind('/'), 1));
+        }
+    };
+    // A guard or a listable directory changes no access (listing is
+    // granted separately).
     for (const std::string& g : c.guards) {
         FsTableEntry& e = at(g);
-        e.access = access_at(c, g);
+        e.access = access_of_path(g);
         e.guard = true;
     }
     for (const std::string& l : c.listable) {
         FsTableEntry& e = at(l);
-        e.access |= access_at(c, l);
+        e.access |= access_of_path(l);
         e.listable = true;
+    }
+    // Every ancestor of an entry is an entry too, with the access its path
+    // has anyway, so that one lookup tells the kernel side that no entry
+    // lies below a directory (CONFINE_FS_LEAF in bpf/fs.h).
+    std::vector<std::string> ancestors;
+    for (const auto& [prefix, e] : t)
+        for (std::string a = prefix; a.size() > 1;) {
+            a = a.substr(0, std::max<size_t>(a.rfind('/'), 1));
+            if (!t.contains(a)) ancestors.push_back(a);
+        }
+    for (const std::string& a : ancestors) at(a).access = access_of_path(a);
+    // The entries below p sort together from p + "/" on (not right after p:
+    // "/a b" and "/a.c" come between "/a" and "/a/"); below "/" are all others.
+    for (auto& [prefix, e] : t) {
+        std::string below = prefix == "/" ? prefix : prefix + "/";
+        auto next = prefix == "/" ? t.upper_bound(prefix) : t.lower_bound(below);
+        e.leaf = next == t.end() || !next->first.starts_with(below);
     }
     std::vector<FsTableEntry> out;
     for (auto& [prefix, e] : t) out.push_back(std::move(e));

@@ -189,11 +189,13 @@ struct FsTableEntry {
     uint8_t access = 0;
     bool guard = false;
     bool listable = false;
+    bool leaf = false;  // no other entry lies below this one
     bool operator==(const FsTableEntry&) const = default;
 };
 
 // The table's entries, by prefix: the rules, their guards and the listable
-// directories merged, one entry per distinct prefix.
+// directories merged, and every ancestor of those, one entry per distinct
+// prefix.
 std::vector<FsTableEntry> fs_table(const Compiled& c);
 
 // A job's policy within an administrator's ceiling (`confine daemon`): what

@@ -32,6 +32,19 @@ TEST(FsKey, TheLongestRuleFillsTheKey) {
     EXPECT_EQ(k.prefixlen, 64u + 8 * CONFINE_RULE_PATH_MAX);
 }
 
+// As the BPF side reads a dentry's name: the first CONFINE_NAME_BYTES - 1
+// bytes and a NUL, and the whole length.
+TEST(FsNameKey, TheLastComponentCutAndNulTerminatedWithItsWholeLength) {
+    confine_fs_name k = fs_name_key(9, "/w/.git");
+    EXPECT_EQ(k.cgroup_id, 9u);
+    EXPECT_EQ(k.len, 4u);
+    EXPECT_EQ(std::string(k.name), ".git");
+    const std::string longer(40, 'x');
+    confine_fs_name l = fs_name_key(9, "/w/" + longer);
+    EXPECT_EQ(l.len, 40u);
+    EXPECT_EQ(std::string(l.name), longer.substr(0, CONFINE_NAME_BYTES - 1));
+}
+
 TEST(NetKey, Ipv4IsStoredV4MappedWithItsPort) {
     policy::Endpoint ep;
     ep.kind = policy::Endpoint::Kind::Tcp;

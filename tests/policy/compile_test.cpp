@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -703,13 +704,36 @@ TEST(CompileFsTable, RulesGuardsAndListableDirectoriesMergeByPrefix) {
     ASSERT_TRUE(c) << c.error().message;
     const uint8_t rwx = kRead | kWrite | kExec, rx = kRead | kExec;
     EXPECT_EQ(fs_table(*c), (std::vector<FsTableEntry>{
-                                {"/", 0, false, true},          // above the readable /usr: listable
-                                {"/usr", rx, false, false},     // a rule
-                                {"/w", rwx, true, false},       // a rule, and a guard of .git/hooks
-                                {"/w/.git", rwx, true, false},  // a guard only: the access /w gives it
-                                {"/w/.git/hooks", rx, false, false},
+                                {"/", 0, false, true},             // above the readable /usr: listable
+                                {"/usr", rx, false, false, true},  // a rule, nothing below it
+                                {"/w", rwx, true, false},          // a rule, and a guard of .git/hooks
+                                {"/w/.git", rwx, true, false},     // a guard only: the access /w gives it
+                                {"/w/.git/hooks", rx, false, false, true},
                             }))
         << render(*c);
+}
+
+// Every ancestor of an entry is an entry, with the access its path has
+// anyway, and a leaf has no entry below it: the kernel side relies on both
+// to decide a whole directory's entries at once. "/w b" and "/w.x" sort
+// between "/w" and "/w/" and must not hide "/w/sub".
+TEST(CompileFsTable, AncestorsAreEntriesAndLeavesHaveNoEntryBelow) {
+    Policy p;
+    p.fs.write = {{"/w", {}}, {"/w b", {}}, {"/w.x", {}}, {"/w/sub/deep", {}}, {"/t", {}}};
+    auto c = compile(p, Vars{"/w", "/h", "/t", "/u"});
+    ASSERT_TRUE(c) << c.error().message;
+    std::map<std::string, bool> leaf;
+    for (const FsTableEntry& e : fs_table(*c)) {
+        leaf[e.prefix] = e.leaf;
+        EXPECT_EQ(e.access, access_at(*c, e.prefix)) << e.prefix;
+    }
+    EXPECT_FALSE(leaf.at("/w"));
+    EXPECT_FALSE(leaf.at("/w/sub"));  // an ancestor only
+    EXPECT_TRUE(leaf.at("/w b"));
+    EXPECT_TRUE(leaf.at("/w.x"));
+    EXPECT_TRUE(leaf.at("/w/sub/deep"));
+    EXPECT_TRUE(leaf.at("/t"));
+    EXPECT_FALSE(leaf.contains("/") && leaf.at("/"));
 }
 
 TEST(CompileFsTable, AListableDirectoryGainsNoAccess) {

@@ -179,5 +179,97 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
 }
 
+// A directory's slot in the cache can say that every name in it may be
+// created or removed, when no rule lies below it (docs/design.md). A name a
+// rule singles out keeps its own decision, even in a directory where names
+// were created just before it.
+TEST_F(FsRaceTest, ADirectoryDecisionSkipsNoNameARuleSinglesOut) {
+    const std::string d = work() + "/d";
+    make_dir(d);
+    const std::string cmd =
+        "cd d; touch a1 a2 a3 && rm a1 a2 && echo created; touch ro 2>/dev/null || echo refused; "
+        "rm -f keep 2>/dev/null; [ -e keep ] && echo kept; mkdir s && rmdir s && echo dirs";
+    auto reset = [&] {
+        std::filesystem::remove_all(d);
+        make_dir(d);
+        write_file(d + "/keep", "");
+    };
+
+    reset();
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.out, "created\ndirs\n") << control.describe();
+
+    reset();
+    Result r = run({.policy = make_policy({.deny_write = {d + "/ro", d + "/keep"}}), .argv = {"/bin/sh", "-c", cmd}});
+    EXPECT_EQ(r.out, "created\nrefused\nkept\ndirs\n") << r.describe();
+    EXPECT_DENIAL(r, "create", d + "/ro", "touch");
+    EXPECT_DENIAL(r, "unlink", d + "/keep", "rm");
+    EXPECT_EQ(r.audit.size(), 2u) << r.describe();
+}
+
+// A hard link's source is no entry of the directory it is linked into: its
+// decision (every name in its own directory may be written) must not be
+// kept as the target directory's.
+TEST_F(FsRaceTest, ALinkSourceLendsNoDecisionToTheTargetDirectory) {
+    const std::string ro = work() + "/ro";
+    const std::string cmd =
+        "mkdir sub && touch sub/f sub/g && echo made; ln sub/f ro/f 2>/dev/null || echo refused; "
+        "ln sub/g ro/g 2>/dev/null || echo refused";
+    auto reset = [&] {
+        std::filesystem::remove_all(work() + "/sub");
+        std::filesystem::remove_all(ro);
+        make_dir(ro, 0777);
+    };
+
+    reset();
+    Result control = run_unconfined(cmd);
+    ASSERT_EQ(control.out, "made\n") << control.describe();
+    ASSERT_TRUE(exists(ro + "/f") && exists(ro + "/g")) << control.describe();
+
+    reset();
+    Result r = run({.policy = make_policy({.deny_write = {ro}}), .argv = {"/bin/sh", "-c", cmd}});
+    EXPECT_EQ(r.out, "made\nrefused\nrefused\n") << r.describe();
+    EXPECT_FALSE(exists(ro + "/f") || exists(ro + "/g")) << r.describe();
+    EXPECT_DENIAL(r, "link", ro + "/f", "ln");
+    EXPECT_DENIAL(r, "link", ro + "/g", "ln");
+}
+
+// A directory's decision doesn't outlive the directory's path: a process
+// outside the job moves the directory, with the job inside it, under a
+// read-only one between two creates.
+TEST_F(FsRaceTest, ADirectoryDecisionDoesNotOutliveARename) {
+    const std::string ro = work() + "/ro";
+    const std::string cmd =
+        "cd pub; touch a b; rm a; touch ../step1; while [ ! -e ../go1 ]; do sleep 0.05; done; "
+        "touch c 2>/dev/null && echo created || echo refused; rm b 2>/dev/null || echo kept";
+    auto play = [&](auto&& begin, auto&& end) {
+        std::filesystem::remove_all(work() + "/pub");
+        std::filesystem::remove_all(ro);
+        make_dir(work() + "/pub");
+        make_dir(ro);
+        auto handle = begin();
+        EXPECT_TRUE(wait_until([&] { return exists(work() + "/step1"); }, 60));
+        EXPECT_EQ(rename((work() + "/pub").c_str(), (ro + "/pub").c_str()), 0) << strerror(errno);
+        // step1 and go1 are written where pub was: ../ of the moved cwd
+        // is ro now, so the job looks for go1 there.
+        write_file(ro + "/go1", "");
+        Result r = end(handle);
+        unlink((work() + "/step1").c_str());
+        return r;
+    };
+
+    Result control = play([&] { return start_unconfined(cmd); }, [](Process& p) { return p.wait(); });
+    ASSERT_EQ(control.out, "created\n") << control.describe();
+
+    Result r = play(
+        [&] {
+            return start({.policy = make_policy({.deny_write = {ro}}), .argv = {"/bin/sh", "-c", cmd}});
+        },
+        [&](Started& s) { return finish(s); });
+    EXPECT_EQ(r.out, "refused\nkept\n") << r.describe();
+    EXPECT_DENIAL(r, "create", ro + "/pub/c", "touch");
+    EXPECT_DENIAL(r, "unlink", ro + "/pub/b", "rm");
+}
+
 }  // namespace
 }  // namespace vmtest

@@ -49,12 +49,39 @@ bool kernel_has_uring_listen() {
     return major > 6 || (major == 6 && minor >= 11);
 }
 
+using PortFiles = std::vector<std::pair<std::string, std::string>>;  // (FILE, tcp|udp), as FarHost::knock takes
+
 class NetBindTest : public HelperTest {
 protected:
-    std::vector<FarHost::Knock> knock(const std::vector<std::pair<std::string, std::string>>& files) {
-        return far_host_->knock(files);
+    struct Control {
+        std::vector<FarHost::Knock> knocks;
+        Result result;
+        Ops ops;
+    };
+
+    // cmd unconfined while the far host knocks at each of files; each
+    // socket must have got a port, and each knock arrived.
+    Control control_run(const std::string& cmd, const PortFiles& files) {
+        FarHost::clear(files);
+        Process p = start_unconfined(cmd);
+        Control c{.knocks = far_host_->knock(files)};
+        c.result = p.wait();
+        c.ops = parse_ops(c.result.out);
+        for (size_t i = 0; i < files.size(); i++) {
+            EXPECT_NE(c.knocks[i].port, 0) << files[i].first << "\n" << c.result.describe();
+            EXPECT_EQ(c.knocks[i].delivered, "ok") << "the far host's knock did not arrive: " << files[i].first;
+        }
+        return c;
     }
-    static void clear(const std::vector<std::pair<std::string, std::string>>& files) { FarHost::clear(files); }
+
+    // cmd confined by policy while the far host knocks at each of files (k).
+    Result run_job(const std::string& policy, const std::string& cmd, const PortFiles& files,
+                   std::vector<FarHost::Knock>& k) {
+        FarHost::clear(files);
+        Started job = start({.policy = policy, .argv = {"/bin/sh", "-c", cmd}});
+        k = far_host_->knock(files);
+        return finish(job);
+    }
 };
 
 // ---- bind rules ---------------------------------------------------------------------------
@@ -236,7 +263,7 @@ TEST_F(NetBindTest, ListenOnANeverBoundSocketIsABindToTheWildcardAddress) {
     // A server on the job's own loopback address stays the job's.
     const std::vector<std::string> local = {"serve,tcp,127.0.0.1,0", "serve,tcp,::1,0"};
     std::vector<std::vector<std::string>> procs = {{listen4}, {listen6}, local};
-    std::vector<std::pair<std::string, std::string>> files = {{f4, "tcp"}, {f6, "tcp"}};
+    PortFiles files = {{f4, "tcp"}, {f6, "tcp"}};
     if (uring) {
         procs.push_back({listen_uring});
         files.push_back({fu, "tcp"});
@@ -244,15 +271,7 @@ TEST_F(NetBindTest, ListenOnANeverBoundSocketIsABindToTheWildcardAddress) {
     const std::string cmd = processes(procs);
 
     // The control: each listener gets a port, and the far host's byte arrives.
-    clear(files);
-    Process p = start_unconfined(cmd);
-    std::vector<FarHost::Knock> k = knock(files);
-    Result control = p.wait();
-    Ops co = parse_ops(control.out);
-    for (size_t i = 0; i < files.size(); i++) {
-        EXPECT_NE(k[i].port, 0) << files[i].first << "\n" << control.describe();
-        EXPECT_EQ(k[i].delivered, "ok") << "the far host could not connect in: " << files[i].first;
-    }
+    auto [k, control, co] = control_run(cmd, files);
     EXPECT_EQ(co[listen4], fmt::format("ok {}", k[0].port)) << control.describe();
     EXPECT_EQ(co[listen6], fmt::format("ok {}", k[1].port)) << control.describe();
     if (uring) {
@@ -262,10 +281,7 @@ TEST_F(NetBindTest, ListenOnANeverBoundSocketIsABindToTheWildcardAddress) {
     ASSERT_FALSE(HasFailure());
 
     // Confined: refused as the bind to the wildcard address it is.
-    clear(files);
-    Started job = start({.argv = {"/bin/sh", "-c", cmd}});
-    k = knock(files);
-    Result r = finish(job);
+    Result r = run_job("", cmd, files, k);
     Ops o = parse_ops(r.out);
     std::vector<pid_t> pids = pids_of(r, procs.size());
     for (size_t i = 0; i < files.size(); i++)
@@ -285,10 +301,7 @@ TEST_F(NetBindTest, ListenOnANeverBoundSocketIsABindToTheWildcardAddress) {
 
     // A bind rule for the IPv4 wildcard address grants it, and only it:
     // the far host connects in.
-    clear(files);
-    Started granted_job = start({.policy = make_policy({.bind = {"tcp://0.0.0.0:0"}}), .argv = {"/bin/sh", "-c", cmd}});
-    k = knock(files);
-    Result granted = finish(granted_job);
+    Result granted = run_job(make_policy({.bind = {"tcp://0.0.0.0:0"}}), cmd, files, k);
     Ops g = parse_ops(granted.out);
     pids = pids_of(granted, procs.size());
     EXPECT_EQ(k[0].delivered, "ok") << "the far host could not connect in\n" << granted.describe();
@@ -324,28 +337,14 @@ TEST_F(NetBindTest, UdpFromANeverBoundSocketTakesNothingFromOffTheMachine) {
                                             "connect,udp,127.0.0.1,held0", "serve,udp,127.0.0.1,0", "serve,udp,::1,0"};
     const std::vector<std::vector<std::string>> procs = {
         {"hold,udp,127.0.0.1,0", to_lo4}, {"hold,udp,::1,0", to_lo6}, {no_dest}, {to_far}, local};
-    const std::vector<std::pair<std::string, std::string>> files = {{f4, "udp"}, {f6, "udp"}, {fs, "udp"}, {ff, "udp"}};
+    const PortFiles files = {{f4, "udp"}, {f6, "udp"}, {fs, "udp"}, {ff, "udp"}};
     const std::string cmd = processes(procs);
-    auto run_job = [&](const std::string& policy, std::vector<FarHost::Knock>& k) {
-        clear(files);
-        Started job = start({.policy = policy, .argv = {"/bin/sh", "-c", cmd}});
-        k = knock(files);
-        return finish(job);
-    };
     auto connect_far = [&](std::vector<std::string> bind) {
         return make_policy({.connect = {far_dest}, .bind = bind});
     };
 
     // The control: each socket gets a port, and the far host's datagram arrives.
-    clear(files);
-    Process p = start_unconfined(cmd);
-    std::vector<FarHost::Knock> k = knock(files);
-    Result control = p.wait();
-    Ops co = parse_ops(control.out);
-    for (size_t i = 0; i < files.size(); i++) {
-        EXPECT_NE(k[i].port, 0) << files[i].first << "\n" << control.describe();
-        EXPECT_EQ(k[i].delivered, "ok") << files[i].first;
-    }
+    auto [k, control, co] = control_run(cmd, files);
     EXPECT_EQ(co[to_lo4], fmt::format("ok {}", k[0].port)) << control.describe();
     EXPECT_EQ(co[to_lo6], fmt::format("ok {}", k[1].port)) << control.describe();
     EXPECT_EQ(co[no_dest], fmt::format("ok {}", k[2].port)) << control.describe();
@@ -356,7 +355,7 @@ TEST_F(NetBindTest, UdpFromANeverBoundSocketTakesNothingFromOffTheMachine) {
     // The default policy. To loopback: sent, but the far host's datagram
     // never reaches the socket. No destination: refused. Off the machine:
     // the destination is refused first.
-    Result r = run_job("", k);
+    Result r = run_job("", cmd, files, k);
     Ops o = parse_ops(r.out);
     std::vector<pid_t> pids = pids_of(r, procs.size());
     EXPECT_EQ(o[to_lo4], "inbound:none") << r.describe();
@@ -379,7 +378,7 @@ TEST_F(NetBindTest, UdpFromANeverBoundSocketTakesNothingFromOffTheMachine) {
 
     // With the far host listed as a destination, the send off the machine
     // is refused for the automatic bind.
-    Result listed = run_job(connect_far({}), k);
+    Result listed = run_job(connect_far({}), cmd, files, k);
     Ops l = parse_ops(listed.out);
     pids = pids_of(listed, procs.size());
     EXPECT_EQ(l[to_far], "sendto:EPERM") << listed.describe();
@@ -391,7 +390,7 @@ TEST_F(NetBindTest, UdpFromANeverBoundSocketTakesNothingFromOffTheMachine) {
 
     // A bind rule for the IPv4 wildcard address grants the automatic bind
     // of IPv4 sockets, and datagrams from off the machine to them.
-    Result granted = run_job(connect_far({"udp://0.0.0.0:0"}), k);
+    Result granted = run_job(connect_far({"udp://0.0.0.0:0"}), cmd, files, k);
     Ops g = parse_ops(granted.out);
     EXPECT_EQ(g[to_lo4], fmt::format("ok {}", k[0].port)) << granted.describe();
     EXPECT_EQ(g[no_dest], fmt::format("ok {}", k[2].port)) << granted.describe();

@@ -57,6 +57,27 @@ void expect_socket_denial(const Result& r, int family, int type, int protocol, s
     EXPECT_EQ(l.num("protocol").value_or(0), protocol) << l.raw;
 }
 
+// A socket() a job may not make: OP, as a process of its own, asks for
+// (family, type, protocol); kernel_has_it false: the control fails with
+// EPROTONOSUPPORT.
+struct SocketCase {
+    std::string op;
+    int family, type, protocol;
+    bool uring = false, kernel_has_it = true;
+};
+
+// Each case, the i-th process of r (pids), was refused at socket() with
+// one line.
+void expect_refused_sockets(const std::vector<SocketCase>& cases, const Result& r, const std::vector<pid_t>& pids) {
+    Ops o = parse_ops(r.out);
+    for (size_t i = 0; i < cases.size(); i++) {
+        const SocketCase& c = cases[i];
+        SCOPED_TRACE(c.op);
+        EXPECT_EQ(o[c.op], c.uring ? "uring-socket:EPERM" : "socket:EPERM") << r.describe();
+        expect_socket_denial(of_process(r, pids[i]), c.family, c.type, c.protocol, c.uring ? "" : "vmhelper");
+    }
+}
+
 class NetProtocolTest : public HelperTest {};
 
 // ---- address families -------------------------------------------------------------------
@@ -133,12 +154,7 @@ TEST_F(NetProtocolTest, SctpSocketsAreRefusedSoNoAssociationLeaves) {
     // option (decided by the sctp_bind_connect hook, not socket_connect),
     // and by a sendto on a one-to-many socket; data goes both ways.
     const std::string dest = fmt::format("{},{}", kFarAddr, kSctpPort);
-    struct Case {
-        std::string op;
-        int family, type, protocol;
-        bool uring = false;
-    };
-    const std::vector<Case> cases = {
+    const std::vector<SocketCase> cases = {
         {"sctp,connect," + dest, AF_INET, SOCK_STREAM, IPPROTO_SCTP},
         {"sctp,connectx," + dest, AF_INET, SOCK_STREAM, IPPROTO_SCTP},
         // SOCK_SEQPACKET with protocol 0 is SCTP.
@@ -149,12 +165,12 @@ TEST_F(NetProtocolTest, SctpSocketsAreRefusedSoNoAssociationLeaves) {
         {"isocket,2,1,132,uring", AF_INET, SOCK_STREAM, IPPROTO_SCTP, true},
     };
     std::vector<std::vector<std::string>> procs;
-    for (const Case& c : cases) procs.push_back({c.op});
+    for (const SocketCase& c : cases) procs.push_back({c.op});
     const std::string cmd = processes(procs);
 
     Result control = run_unconfined(cmd);
     Ops co = parse_ops(control.out);
-    for (const Case& c : cases)
+    for (const SocketCase& c : cases)
         EXPECT_EQ(co[c.op], "ok") << c.op
                                   << " unconfined (EPROTONOSUPPORT or ESOCKTNOSUPPORT: the guest has no "
                                      "sctp module; vmtest/lib.sh's VMTEST_MODULES must list sctp)\n"
@@ -162,14 +178,7 @@ TEST_F(NetProtocolTest, SctpSocketsAreRefusedSoNoAssociationLeaves) {
     ASSERT_FALSE(HasFailure());
 
     Result r = run_confined("", cmd);
-    Ops o = parse_ops(r.out);
-    std::vector<pid_t> pids = pids_of(r, cases.size());
-    for (size_t i = 0; i < cases.size(); i++) {
-        const Case& c = cases[i];
-        SCOPED_TRACE(c.op);
-        EXPECT_EQ(o[c.op], c.uring ? "uring-socket:EPERM" : "socket:EPERM") << r.describe();
-        expect_socket_denial(of_process(r, pids[i]), c.family, c.type, c.protocol, c.uring ? "" : "vmhelper");
-    }
+    expect_refused_sockets(cases, r, pids_of(r, cases.size()));
     EXPECT_EQ(r.audit.size(), cases.size()) << r.describe();
 
     // No rule grants SCTP: neither a connect rule for the far host's port
@@ -179,7 +188,7 @@ TEST_F(NetProtocolTest, SctpSocketsAreRefusedSoNoAssociationLeaves) {
          .bind = {"tcp://0.0.0.0:0", "udp://0.0.0.0:0"}});
     Result listed = run_confined(policy, cmd);
     Ops l = parse_ops(listed.out);
-    for (const Case& c : cases)
+    for (const SocketCase& c : cases)
         EXPECT_EQ(l[c.op], c.uring ? "uring-socket:EPERM" : "socket:EPERM") << c.op << "\n" << listed.describe();
     EXPECT_EQ(listed.audit.size(), cases.size()) << listed.describe();
 
@@ -199,12 +208,7 @@ TEST_F(NetProtocolTest, InetProtocolsOtherThanTcpAndUdpAreRefusedAtSocket) {
     // UDP-Lite left the kernel in 7.1: there its control fails with
     // EPROTONOSUPPORT, but confine refuses before the kernel looks.
     const bool udplite = exists("/proc/net/udplite");
-    struct Case {
-        std::string op;
-        int family, type, protocol;
-        bool uring = false, kernel_has_it = true;
-    };
-    const std::vector<Case> refused = {
+    const std::vector<SocketCase> refused = {
         {"isocket,2,1,262", AF_INET, SOCK_STREAM, 262 /* IPPROTO_MPTCP */},
         {"isocket,10,1,262", AF_INET6, SOCK_STREAM, 262},
         {"isocket,2,2,136", AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE, false, udplite},
@@ -219,13 +223,13 @@ TEST_F(NetProtocolTest, InetProtocolsOtherThanTcpAndUdpAreRefusedAtSocket) {
     const std::vector<std::string> allowed = {"isocket,2,1,0",  "isocket,2,1,6",  "isocket,10,1,6",
                                               "isocket,2,2,17", "isocket,10,2,0", "isocket,10,1,0,uring"};
     std::vector<std::vector<std::string>> procs;
-    for (const Case& c : refused) procs.push_back({c.op});
+    for (const SocketCase& c : refused) procs.push_back({c.op});
     procs.push_back(allowed);
     const std::string cmd = processes(procs);
 
     Result control = run_unconfined(cmd);
     Ops co = parse_ops(control.out);
-    for (const Case& c : refused)
+    for (const SocketCase& c : refused)
         EXPECT_EQ(co[c.op], c.kernel_has_it ? "ok" : "socket:EPROTONOSUPPORT") << c.op << "\n" << control.describe();
     for (const auto& op : allowed) EXPECT_EQ(co[op], "ok") << op << "\n" << control.describe();
     ASSERT_FALSE(HasFailure());
@@ -233,12 +237,7 @@ TEST_F(NetProtocolTest, InetProtocolsOtherThanTcpAndUdpAreRefusedAtSocket) {
     Result r = run_confined("", cmd);
     Ops o = parse_ops(r.out);
     std::vector<pid_t> pids = pids_of(r, procs.size());
-    for (size_t i = 0; i < refused.size(); i++) {
-        const Case& c = refused[i];
-        SCOPED_TRACE(c.op);
-        EXPECT_EQ(o[c.op], c.uring ? "uring-socket:EPERM" : "socket:EPERM") << r.describe();
-        expect_socket_denial(of_process(r, pids[i]), c.family, c.type, c.protocol, c.uring ? "" : "vmhelper");
-    }
+    expect_refused_sockets(refused, r, pids);
     for (const auto& op : allowed) EXPECT_EQ(o[op], "ok") << op << "\n" << r.describe();
     EXPECT_TRUE(of_process(r, pids.back()).audit.empty()) << r.describe();
     EXPECT_EQ(r.audit.size(), refused.size()) << r.describe();

@@ -110,79 +110,32 @@ std::string do_openat2(const std::string& dir, const std::string& path, const st
     return open_read(static_cast<int>(fd));
 }
 
-// One IORING_OP_OPENAT through a ring set up with raw syscalls. Not
-// liburing: the tests submit opcodes newer than Debian 12's liburing 2.3
-// knows (IORING_OP_LISTEN, 6.11), each SQE filled by hand anyway.
+// One IORING_OP_OPENAT, then a read of what it opened. sqpoll: the
+// kernel's SQ thread, not this task, submits it.
 std::string uring_open(const std::string& path, const std::string& mode) {
-    io_uring_params p{};
-    if (mode == "sqpoll") {
-        p.flags = IORING_SETUP_SQPOLL;
-        p.sq_thread_idle = 1000;
-    } else if (mode != "inline" && mode != "async") {
-        return "usage";
-    }
-    int ring = static_cast<int>(syscall(SYS_io_uring_setup, 4, &p));
-    if (ring < 0) return "io_uring_setup:" + err(errno);
-    size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(__u32);
-    size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(io_uring_cqe);
-    bool single = p.features & IORING_FEAT_SINGLE_MMAP;
-    if (single) sq_len = cq_len = std::max(sq_len, cq_len);
-    auto* sq = static_cast<char*>(
-        mmap(nullptr, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQ_RING));
-    auto* cq = single ? sq
-                      : static_cast<char*>(mmap(nullptr, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                                                ring, IORING_OFF_CQ_RING));
-    auto* sqes = static_cast<io_uring_sqe*>(mmap(nullptr, p.sq_entries * sizeof(io_uring_sqe), PROT_READ | PROT_WRITE,
-                                                 MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQES));
-    if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) return "mmap:" + err(errno);
-
-    auto* sq_tail = reinterpret_cast<__u32*>(sq + p.sq_off.tail);
-    auto* sq_mask = reinterpret_cast<__u32*>(sq + p.sq_off.ring_mask);
-    auto* sq_array = reinterpret_cast<__u32*>(sq + p.sq_off.array);
-    auto* sq_flags = reinterpret_cast<__u32*>(sq + p.sq_off.flags);
-    auto* cq_head = reinterpret_cast<__u32*>(cq + p.cq_off.head);
-    auto* cq_tail = reinterpret_cast<__u32*>(cq + p.cq_off.tail);
-    auto* cq_mask = reinterpret_cast<__u32*>(cq + p.cq_off.ring_mask);
-    auto* cqes = reinterpret_cast<io_uring_cqe*>(cq + p.cq_off.cqes);
-
-    __u32 tail = *sq_tail, idx = tail & *sq_mask;
-    io_uring_sqe* sqe = &sqes[idx];
-    memset(sqe, 0, sizeof *sqe);
-    sqe->opcode = IORING_OP_OPENAT;
-    sqe->fd = AT_FDCWD;
-    sqe->addr = reinterpret_cast<__u64>(path.c_str());
-    sqe->open_flags = O_RDONLY;
-    sqe->user_data = 42;
-    if (mode == "async") sqe->flags = IOSQE_ASYNC;
-    sq_array[idx] = idx;
-    __atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
-
-    unsigned enter_flags = IORING_ENTER_GETEVENTS;
-    unsigned to_submit = 1;
-    if (mode == "sqpoll") {
-        to_submit = 0;
-        if (__atomic_load_n(sq_flags, __ATOMIC_ACQUIRE) & IORING_SQ_NEED_WAKEUP) enter_flags |= IORING_ENTER_SQ_WAKEUP;
-    }
-    for (int tries = 0; __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE) == *cq_head; tries++) {
-        if (tries > 1000) return "io_uring_enter:ETIMEDOUT";
-        if (syscall(SYS_io_uring_enter, ring, to_submit, 1, enter_flags, nullptr, 0) < 0 && errno != EINTR)
-            return "io_uring_enter:" + err(errno);
-        to_submit = 0;
-        if (mode == "sqpoll" && (__atomic_load_n(sq_flags, __ATOMIC_ACQUIRE) & IORING_SQ_NEED_WAKEUP))
-            enter_flags |= IORING_ENTER_SQ_WAKEUP;
-    }
-    io_uring_cqe* cqe = &cqes[*cq_head & *cq_mask];
-    int res = cqe->res;
-    __atomic_store_n(cq_head, *cq_head + 1, __ATOMIC_RELEASE);
-    close(ring);
+    if (mode != "inline" && mode != "async" && mode != "sqpoll") return "usage";
+    io_uring_sqe sqe{};
+    sqe.opcode = IORING_OP_OPENAT;
+    sqe.fd = AT_FDCWD;
+    sqe.addr = reinterpret_cast<__u64>(path.c_str());
+    sqe.open_flags = O_RDONLY;
+    if (mode == "async") sqe.flags = IOSQE_ASYNC;
+    int res = 0;
+    if (!uring_one(sqe, res, mode == "sqpoll" ? IORING_SETUP_SQPOLL : 0)) return "io_uring:" + err(errno);
     if (res < 0) return err(-res);
     return read_fd(res);
 }
 
 }  // namespace
 
-bool uring_one(const io_uring_sqe& sqe, int& res) {
+// Raw syscalls, not liburing: the tests submit opcodes newer than Debian
+// 12's liburing 2.3 knows (IORING_OP_LISTEN, 6.11), each SQE filled by hand
+// anyway.
+bool uring_one(const io_uring_sqe& sqe, int& res, unsigned setup_flags) {
+    const bool sqpoll = setup_flags & IORING_SETUP_SQPOLL;
     io_uring_params p{};
+    p.flags = setup_flags;
+    if (sqpoll) p.sq_thread_idle = 1000;
     int ring = static_cast<int>(syscall(SYS_io_uring_setup, 2, &p));
     if (ring < 0) return false;
     size_t ring_len =
@@ -202,9 +155,14 @@ bool uring_one(const io_uring_sqe& sqe, int& res) {
         sqes[idx] = sqe;
         reinterpret_cast<__u32*>(r + p.sq_off.array)[idx] = idx;
         __atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
-        unsigned to_submit = 1;
+        // With SQPOLL the SQ thread submits, and must be woken once it
+        // has gone idle.
+        auto* sq_flags = reinterpret_cast<__u32*>(r + p.sq_off.flags);
+        unsigned to_submit = sqpoll ? 0 : 1, enter_flags = IORING_ENTER_GETEVENTS;
         while (ok && __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE) == *cq_head) {
-            if (syscall(SYS_io_uring_enter, ring, to_submit, 1, IORING_ENTER_GETEVENTS, nullptr, 0) < 0)
+            if (sqpoll && (__atomic_load_n(sq_flags, __ATOMIC_ACQUIRE) & IORING_SQ_NEED_WAKEUP))
+                enter_flags |= IORING_ENTER_SQ_WAKEUP;
+            if (syscall(SYS_io_uring_enter, ring, to_submit, 1, enter_flags, nullptr, 0) < 0)
                 ok = errno == EINTR;
             else
                 to_submit = 0;

@@ -84,8 +84,8 @@ inline pid_t pid_of(const std::string& s) {
 
 // One SQE through a ring of its own, submitted and waited for; `res` gets
 // the CQE's result (-errno on failure). False, with errno set, if the ring
-// itself failed.
-bool uring_one(const io_uring_sqe& sqe, int& res);
+// itself failed. setup_flags: IORING_SETUP_*, SQPOLL among them.
+bool uring_one(const io_uring_sqe& sqe, int& res, unsigned setup_flags = 0);
 
 // Each subject's ops: the result ("ok[ DETAIL]", "CALL:ERRNO_NAME", or a
 // bare errno name the runner prefixes with the op's name), or nullopt if

@@ -479,6 +479,20 @@ std::vector<uint8_t> rthdr_type2(const std::string& via) {
     return h;
 }
 
+// sendmsg of the one byte "x" to `to`, with `control` as its control
+// messages: true if it was sent.
+bool send_one(int fd, sockaddr_storage& to, socklen_t len, void* control, size_t control_len) {
+    iovec iov{const_cast<char*>("x"), 1};
+    msghdr m{};
+    m.msg_name = &to;
+    m.msg_namelen = len;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = control_len;
+    return sendmsg(fd, &m, 0) == 1;
+}
+
 // Sends "x" to ADDR:PORT (IPv6) on a new UDP socket carrying a routing
 // header through VIA: set before connect() as the IPV6_RTHDR socket option
 // (rthdr) or inside IPV6_2292PKTOPTIONS, whose value is a control message
@@ -512,15 +526,7 @@ std::string op_srcroute(const std::vector<std::string>& f) {
         if (send(s.fd, "x", 1, 0) != 1) return err("send");
         return "ok";
     }
-    iovec iov{const_cast<char*>("x"), 1};
-    msghdr m{};
-    m.msg_name = &ss;
-    m.msg_namelen = len;
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    if (sendmsg(s.fd, &m, 0) != 1) return err("sendmsg");
+    if (!send_one(s.fd, ss, len, ctl, sizeof ctl)) return err("sendmsg");
     return "ok";
 }
 
@@ -537,24 +543,18 @@ std::string op_cmsgs(const std::vector<std::string>& f) {
     Fd s(socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (s.fd < 0) return err("socket");
     if (bind(s.fd, reinterpret_cast<sockaddr*>(&src), src_len) != 0) return err("bind");
-    std::vector<uint64_t> ctl((n * CMSG_SPACE(sizeof(int)) + 7) / 8, 0);  // aligned for cmsghdr
-    iovec iov{const_cast<char*>("x"), 1};
-    msghdr m{};
-    m.msg_name = &ss;
-    m.msg_namelen = len;
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl.data();
-    m.msg_controllen = n * CMSG_SPACE(sizeof(int));
+    const size_t space = CMSG_SPACE(sizeof(int));
+    std::vector<uint64_t> ctl((n * space + 7) / 8, 0);  // aligned for cmsghdr
     const bool v6 = ss.ss_family == AF_INET6;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    for (size_t i = 0; i < n; i++) {
+        auto* c = reinterpret_cast<cmsghdr*>(reinterpret_cast<char*>(ctl.data()) + i * space);
         c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
         c->cmsg_type = v6 ? IPV6_HOPLIMIT : IP_TTL;
         c->cmsg_len = CMSG_LEN(sizeof(int));
         int ttl = 64;
         memcpy(CMSG_DATA(c), &ttl, sizeof ttl);
     }
-    if (sendmsg(s.fd, &m, 0) != 1) return err("sendmsg");
+    if (!send_one(s.fd, ss, len, ctl.data(), n * space)) return err("sendmsg");
     return "ok";
 }
 
