@@ -36,7 +36,7 @@
     X(KEY, "key")               /* a key or keyring the job didn't create */                                 \
     X(CGROUP, "cgroup")         /* a child placed in another cgroup (clone3 CLONE_INTO_CGROUP) */            \
     X(SETSOCKOPT, "setsockopt") /* a socket option that would send traffic elsewhere */                      \
-    X(MOUNT, "mount")           /* a mount that would give files a second path */                            \
+    X(MOUNT, "mount")           /* a mount, chroot or pivot_root that would give files a second path */      \
     X(TTY, "tty")               /* an ioctl typing into, or taking over, an outside terminal */
 
 enum confine_op {

@@ -33,6 +33,9 @@
  *                         or attached trees, nor overlays, which would give
  *                         files a second path; fresh tmpfs, proc, sysfs,
  *                         mqueue and devpts alias nothing and pass.
+ *   path_chroot, sb_pivotroot - never (possible only in such a namespace
+ *                         too): a new root gives every file a second path,
+ *                         the one the job's rules would be checked against.
  *   file_ioctl (terminals) - TIOCSCTTY and TCXONC only on a pty of the
  *                         job's own, TIOCSTI and TIOCLINUX never: no typing
  *                         into a terminal outside the job, nor stopping its
@@ -255,6 +258,21 @@ int BPF_PROG(confine_sb_mount, const char *dev_name, const struct path *path, co
 
 SEC("lsm/move_mount")
 int BPF_PROG(confine_move_mount, const struct path *from_path, const struct path *to_path)
+{
+    return refuse_mount(0);
+}
+
+/* Paths are resolved up to the task's root, so after `chroot /home/u` the
+ * job's ~/.ssh/id_rsa would be decided as /.ssh/id_rsa, and after a
+ * pivot_root the old tree as /old/...: audited as mounts. */
+SEC("lsm/path_chroot")
+int BPF_PROG(confine_path_chroot, const struct path *path)
+{
+    return refuse_mount(0);
+}
+
+SEC("lsm/sb_pivotroot")
+int BPF_PROG(confine_sb_pivotroot, const struct path *old_path, const struct path *new_path)
 {
     return refuse_mount(0);
 }

@@ -133,5 +133,43 @@ TEST_F(FsMountTest, MountsInAUserNamespaceCannotAliasDeniedFiles) {
     EXPECT_EQ(r.audit.size(), 5u) << r.describe();
 }
 
+// A new root gives every file a second path too: paths are resolved up to
+// the task's root, so after `chroot ~` the key would be decided as
+// /.ssh/id_ed25519, which a policy reading "/" allows. chroot and
+// pivot_root are refused, in a user namespace the policy allows.
+TEST_F(FsMountTest, ANewRootIsRefused) {
+    const std::string w = work(), home = "/home/confinetest";
+    // Each python's exit status: 0, or the errno.
+    const std::string chroot = fmt::format(
+        R"py(unshare -Ur /usr/bin/python3 -c 'import os; os.chroot("{}"); print(open("/.ssh/id_ed25519").read(), end="")')py",
+        home);
+    const std::string pivot = fmt::format(
+        R"py(mkdir -p {0}/nr && unshare -Urm sh -c 'mount -n -t tmpfs t {0}/nr && mkdir {0}/nr/old && cd {0}/nr && )py"
+        R"py(/usr/bin/python3 -c "import ctypes, sys; l = ctypes.CDLL(None, use_errno=True); )py"
+        R"py(sys.exit(0 if l.syscall(155, b\".\", b\"old\") == 0 else ctypes.get_errno())"')py",
+        w);
+    const std::string cmd = chroot + "; echo \"STEP chroot $?\"; " + pivot + "; echo \"STEP pivot_root $?\"";
+    const std::string policy = make_policy({.read = {"/"}, .deny = {home + "/.ssh"}, .user_namespaces = true});
+
+    Result control = run_unconfined(cmd);
+    auto cs = parse_steps(control.out);
+    EXPECT_EQ(cs["chroot"], 0) << control.describe();
+    EXPECT_NE(control.out.find(kSshSecret), npos) << control.describe();
+    EXPECT_EQ(cs["pivot_root"], 0) << control.describe();
+    ASSERT_FALSE(HasFailure());
+
+    Result r = run_confined(policy, cmd);
+    auto rs = parse_steps(r.out);
+    EXPECT_NE(rs["chroot"], 0) << r.describe();
+    EXPECT_EQ(r.out.find(kSshSecret), npos) << r.describe();
+    EXPECT_EQ(rs["pivot_root"], 1) << "pivot_root should fail with EPERM\n" << r.describe();
+    ASSERT_EQ(r.audit.size(), 2u) << r.describe();
+    for (const auto& line : r.audit) {  // the chroot, then the pivot_root
+        Result one = r;
+        one.audit = {line};
+        EXPECT_DENIAL(one, "mount", "", "python3");
+    }
+}
+
 }  // namespace
 }  // namespace vmtest
