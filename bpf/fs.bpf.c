@@ -35,12 +35,13 @@
  *                  one must allow the write.
  *
  * A decision resolves that pair to an absolute path (path.bpf.h) and looks
- * it up in the job's rules (fs_rules.bpf.h): longest prefix wins. Opens and
- * executable mappings go through the decision cache (fs_cache.bpf.h). Files on
- * kernel-internal mounts (pipes, sockets, memfds re-opened through
- * /proc/self/fd; overlayfs layers) pass: the job already holds them, or the
- * outer open was decided. So do opens the kernel makes with another user's
- * credentials swapped in (overlayfs re-opening the real file on 6.1).
+ * it up in the job's rules (fs_rules.bpf.h): longest prefix wins. Opens,
+ * executable mappings, creates and deletes go through the decision cache
+ * (fs_cache.bpf.h). Files on kernel-internal mounts (pipes, sockets, memfds
+ * re-opened through /proc/self/fd; overlayfs layers) pass: the job already
+ * holds them, or the outer open was decided. So do opens the kernel makes
+ * with another user's credentials swapped in (overlayfs re-opening the real
+ * file on 6.1).
  */
 #include "bpf/fs_cache.bpf.h"
 #include "bpf/sb_mounts.bpf.h"
@@ -168,7 +169,7 @@ int BPF_PROG(confine_path_mknod, const struct path *dir, struct dentry *dentry, 
     job = current_job(&cgid);
     if (!job)
         return DENY;
-    return check_entry(job, cgid, dir, dentry, CONFINE_OP_CREATE);
+    return check_entry(job, cgid, dir, dentry, CONFINE_OP_CREATE, ENTRY_NEED);
 }
 
 /* ---- global lsm hooks ---------------------------------------------------- */
@@ -177,7 +178,7 @@ int BPF_PROG(confine_path_mknod, const struct path *dir, struct dentry *dentry, 
  * entry for their cgroup) pass at once. */
 
 /* The entry `dentry` in directory `dir` must be writable. */
-static __always_inline int global_entry(const struct path *dir, struct dentry *dentry, __u16 op)
+static __always_inline int global_entry(const struct path *dir, struct dentry *dentry, __u16 op, __u32 need)
 {
     struct confine_job *job;
     __u64 cgid;
@@ -185,7 +186,7 @@ static __always_inline int global_entry(const struct path *dir, struct dentry *d
     job = current_job(&cgid);
     if (!job)
         return 0;
-    return as_errno(check_entry(job, cgid, dir, dentry, op));
+    return as_errno(check_entry(job, cgid, dir, dentry, op, need));
 }
 
 /* The file at `path` must be writable. */
@@ -204,25 +205,25 @@ static __always_inline int global_file(const struct path *path, __u16 op)
 SEC("lsm/path_mkdir")
 int BPF_PROG(confine_path_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode)
 {
-    return global_entry(dir, dentry, CONFINE_OP_MKDIR);
+    return global_entry(dir, dentry, CONFINE_OP_MKDIR, CONFINE_FS_WRITE);
 }
 
 SEC("lsm/path_rmdir")
 int BPF_PROG(confine_path_rmdir, const struct path *dir, struct dentry *dentry)
 {
-    return global_entry(dir, dentry, CONFINE_OP_RMDIR);
+    return global_entry(dir, dentry, CONFINE_OP_RMDIR, CONFINE_FS_WRITE);
 }
 
 SEC("lsm/path_unlink")
 int BPF_PROG(confine_path_unlink, const struct path *dir, struct dentry *dentry)
 {
-    return global_entry(dir, dentry, CONFINE_OP_UNLINK);
+    return global_entry(dir, dentry, CONFINE_OP_UNLINK, CONFINE_FS_WRITE);
 }
 
 SEC("lsm/path_symlink")
 int BPF_PROG(confine_path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name)
 {
-    return global_entry(dir, dentry, CONFINE_OP_SYMLINK);
+    return global_entry(dir, dentry, CONFINE_OP_SYMLINK, ENTRY_NEED);
 }
 
 /* Moving a directory moves its whole subtree to new paths: neither end may
@@ -266,7 +267,7 @@ int BPF_PROG(confine_path_link, struct dentry *old_dentry, const struct path *ne
      * its own directory's decision. */
     ret = as_errno(
         check_path(job, cgid, old_dentry, BPF_CORE_READ(new_dir, mnt), CONFINE_OP_LINK, CONFINE_FS_WRITE));
-    return ret ? ret : as_errno(check_entry(job, cgid, new_dir, new_dentry, CONFINE_OP_LINK));
+    return ret ? ret : as_errno(check_entry(job, cgid, new_dir, new_dentry, CONFINE_OP_LINK, ENTRY_NEED));
 }
 
 /* From include/uapi/asm-generic/mman-common.h and include/linux/mm.h. */

@@ -1,5 +1,7 @@
 /* The decision cache: an open's decision kept on the inode, so that a hot
- * file's opens skip the path walk. Used by file_open and exec checks. */
+ * file's opens skip the path walk (check_file: opens, execs, executable
+ * mappings), and a directory's decision on its entries (check_entry:
+ * creates, deletes, a link's new name). */
 #ifndef CONFINE_BPF_FS_CACHE_H
 #define CONFINE_BPF_FS_CACHE_H
 
@@ -131,13 +133,23 @@ static __always_inline int check_file(struct confine_job *job, __u64 cgid, struc
     return ret;
 }
 
+/* What making an entry other than a directory needs: that it is no guard
+ * (an ancestor of a rule that grants less than write), which must stay a
+ * directory or be absent. Else `rmdir .git/objects/info; ln -s ../../pub
+ * .git/objects/info` would move .git/objects/info/alternates to a writable
+ * path. Removing a guard stays allowed: it fails unless empty (git's
+ * cleanups try it on the way up), and only a directory can come back. A
+ * cached decision (below) is never a guard's: guards are entries, and
+ * named. */
+#define ENTRY_NEED (CONFINE_FS_WRITE | CONFINE_FS_NOT_GUARD)
+
 /* check_path for creating or removing the entry `dentry` in directory
  * `dir` (both hook arguments), through the directory's cache slot: where
  * every name in the directory, or every unnamed one, is granted alike
  * (CONFINE_FS_ALIKE*), one walk serves all its creates and deletes, not one
  * per file. */
 static __always_inline int check_entry(struct confine_job *job, __u64 cgid, const struct path *dir,
-                                       struct dentry *dentry, __u16 op)
+                                       struct dentry *dentry, __u16 op, __u32 need)
 {
     struct inode *inode = dir->dentry->d_inode;
     struct fs_cache *c = NULL;
@@ -154,7 +166,7 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
     if (c && (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
               (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(cgid, dentry))))
         return ALLOW;
-    ret = decide_path(job, cgid, dentry, d.mnt, op, CONFINE_FS_WRITE, &bits);
+    ret = decide_path(job, cgid, dentry, d.mnt, op, need, &bits);
     if (!c || !(bits & CONFINE_FS_WRITE) || cache_tag(cgid, d.dentry, d.mnt) != tag)
         return ret;
     if (bits & CONFINE_FS_ALIKE)

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -73,6 +75,7 @@ confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep) {
 
 Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const policy::Compiled& c, int ring_fd) {
     JobPolicy p(objs, id);
+    std::set<std::string> names;  // fs_names keys written: many entries share a last component
     for (const policy::FsTableEntry& e : policy::fs_table(c)) {
         confine_fs_key k = fs_key(id, e.prefix);
         uint32_t access = e.access | (e.guard ? CONFINE_FS_GUARD : 0) | (e.listable ? CONFINE_FS_LIST : 0) |
@@ -83,6 +86,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
         p.fs_keys_.push_back(k);
         if (e.prefix == "/") continue;
         confine_fs_name n = fs_name_key(id, e.prefix);
+        if (!names.emplace(reinterpret_cast<const char*>(&n), sizeof n).second) continue;
         uint8_t one = 1;
         if (auto r = update(objs, Map::FsNames, &n, &one); !r) return fail(r.error());
         p.fs_names_.push_back(n);

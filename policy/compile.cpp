@@ -572,36 +572,35 @@ std::string render(const Compiled& c) {
 }
 
 uint8_t access_at(const Compiled& c, std::string_view path) {
-    const FsEntry* best = nullptr;
-    for (const FsEntry& e : c.fs)
-        if (covers(e.prefix, path) && (!best || e.prefix.size() > best->prefix.size())) best = &e;
-    return best ? best->access : 0;
+    // c.fs is sorted by prefix: look up the path, then each parent.
+    auto find = [&](std::string_view p) {
+        auto it = std::ranges::lower_bound(c.fs, p, std::less<>{}, &FsEntry::prefix);
+        return it != c.fs.end() && it->prefix == p ? &*it : nullptr;
+    };
+    for (;;) {
+        if (const FsEntry* e = find(path)) return e->access;
+        size_t slash = path.rfind('/');
+        if (slash == std::string_view::npos || path == "/") break;
+        path = path.substr(0, std::max<size_t>(slash, 1));
+    }
+    const FsEntry* root = path == "/" ? nullptr : find("/");  // "/" covers any path
+    return root ? root->access : 0;
 }
 
 std::vector<FsTableEntry> fs_table(const Compiled& c) {
     std::map<std::string, FsTableEntry> t;
     auto at = [&](const std::string& p) -> FsTableEntry& { return t.try_emplace(p, FsTableEntry{p}).first->second; };
     for (const FsEntry& e : c.fs) at(e.prefix).access = e.access;
-    // What `path` has anyway: the access of the longest rule covering it.
-    std::map<std::string_view, uint8_t> rules;
-    for (const FsEntry& e : c.fs) rules.emplace(e.prefix, e.access);
-    auto access_of_path = [&](std::string_view path) -> uint8_t {
-        for (;;) {
-            if (auto it = rules.find(path); it != rules.end()) return it->second;
-            if (path == "/") return 0;
-            path = path.substr(0, std::max<size_t>(path.rfind('/'), 1));
-        }
-    };
     // A guard or a listable directory changes no access (listing is
     // granted separately).
     for (const std::string& g : c.guards) {
         FsTableEntry& e = at(g);
-        e.access = access_of_path(g);
+        e.access = access_at(c, g);
         e.guard = true;
     }
     for (const std::string& l : c.listable) {
         FsTableEntry& e = at(l);
-        e.access |= access_of_path(l);
+        e.access |= access_at(c, l);
         e.listable = true;
     }
     // Every ancestor of an entry is an entry too, with the access its path
@@ -613,7 +612,7 @@ std::vector<FsTableEntry> fs_table(const Compiled& c) {
             a = a.substr(0, std::max<size_t>(a.rfind('/'), 1));
             if (!t.contains(a)) ancestors.push_back(a);
         }
-    for (const std::string& a : ancestors) at(a).access = access_of_path(a);
+    for (const std::string& a : ancestors) at(a).access = access_at(c, a);
     // The entries below p sort together from p + "/" on (not right after p:
     // "/a b" and "/a.c" come between "/a" and "/a/"); below "/" are all others.
     for (auto& [prefix, e] : t) {

@@ -41,19 +41,27 @@ TEST(Intersect, EveryPathGetsWhatBothSidesGrant) {
     };
     auto random_table = [&] {
         Compiled c;
-        std::set<std::string> seen;
-        for (int i = rng() % 8; i > 0; --i)
-            if (std::string p = random_path(3); seen.insert(p).second)
-                c.fs.push_back({p, static_cast<uint8_t>(rng() % 8)});
+        std::set<std::string> prefixes;  // compile() sorts them
+        for (int i = rng() % 8; i > 0; --i) prefixes.insert(random_path(3));
+        for (const std::string& p : prefixes) c.fs.push_back({p, static_cast<uint8_t>(rng() % 8)});
         return c;
+    };
+    // The definition access_at's lookup of each parent must agree with.
+    auto longest_match = [](const Compiled& c, const std::string& path) {
+        const FsEntry* best = nullptr;
+        for (const FsEntry& e : c.fs)
+            if (covers(e.prefix, path) && (!best || e.prefix.size() > best->prefix.size())) best = &e;
+        return best ? best->access : 0;
     };
     for (int round = 0; round < 2000; ++round) {
         Compiled job = random_table(), ceiling = random_table();
         Compiled both = intersect(job, ceiling);
         for (int i = 0; i < 30; ++i) {
             std::string path = random_path(5);
-            ASSERT_EQ(access_at(both, path), access_at(job, path) & access_at(ceiling, path))
+            ASSERT_EQ(longest_match(both, path), longest_match(job, path) & longest_match(ceiling, path))
                 << "at " << path << " in round " << round;
+            for (const Compiled* c : {&job, &ceiling, &both})
+                ASSERT_EQ(access_at(*c, path), longest_match(*c, path)) << "at " << path << " in round " << round;
         }
     }
 }

@@ -180,31 +180,38 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
 }
 
 // A directory's slot in the cache can say that every name in it may be
-// created or removed, when no rule lies below it (docs/design.md). A name a
-// rule singles out keeps its own decision, even in a directory where names
-// were created just before it.
+// created, removed, or have its times or mode set, when no rule lies below it
+// (docs/design.md). A name a rule singles out keeps its own decision, even
+// in a directory where names were created just before it. (touch -c sets
+// times without an open: inode_setattr alone.)
 TEST_F(FsRaceTest, ADirectoryDecisionSkipsNoNameARuleSinglesOut) {
     const std::string d = work() + "/d";
     make_dir(d);
     const std::string cmd =
         "cd d; touch a1 a2 a3 && rm a1 a2 && echo created; touch ro 2>/dev/null || echo refused; "
+        "touch -c -d @0 a3 && echo timed; touch -c -d @0 keep 2>/dev/null || echo untimed; "
+        "chmod 600 a3 && echo moded; chmod 600 fixed 2>/dev/null || echo unmoded; "
         "rm -f keep 2>/dev/null; [ -e keep ] && echo kept; mkdir s && rmdir s && echo dirs";
     auto reset = [&] {
         std::filesystem::remove_all(d);
         make_dir(d);
         write_file(d + "/keep", "");
+        write_file(d + "/fixed", "");
     };
 
     reset();
     Result control = run_unconfined(cmd);
-    ASSERT_EQ(control.out, "created\ndirs\n") << control.describe();
+    ASSERT_EQ(control.out, "created\ntimed\nmoded\ndirs\n") << control.describe();
 
     reset();
-    Result r = run({.policy = make_policy({.deny_write = {d + "/ro", d + "/keep"}}), .argv = {"/bin/sh", "-c", cmd}});
-    EXPECT_EQ(r.out, "created\nrefused\nkept\ndirs\n") << r.describe();
+    Result r = run({.policy = make_policy({.deny_write = {d + "/ro", d + "/keep", d + "/fixed"}}),
+                    .argv = {"/bin/sh", "-c", cmd}});
+    EXPECT_EQ(r.out, "created\nrefused\ntimed\nuntimed\nmoded\nunmoded\nkept\ndirs\n") << r.describe();
     EXPECT_DENIAL(r, "create", d + "/ro", "touch");
+    EXPECT_DENIAL(r, "setattr", d + "/keep", "touch");
+    EXPECT_DENIAL(r, "setattr", d + "/fixed", "chmod");
     EXPECT_DENIAL(r, "unlink", d + "/keep", "rm");
-    EXPECT_EQ(r.audit.size(), 2u) << r.describe();
+    EXPECT_EQ(r.audit.size(), 4u) << r.describe();
 }
 
 // A hard link's source is no entry of the directory it is linked into: its

@@ -173,6 +173,12 @@ TEST_F(GitTest, NothingPlantedInDotGitRunsInTheAccountsGitLater) {
         {"renamed objects",
          fmt::format("mv .git/objects o && echo {}/.git/objects > o/info/alternates && mv o .git/objects", src),
          followed_alternates, "alternates", "rename", ".git/objects", "mv"},
+        // Or by putting a symlink where a directory above them was.
+        {"replaced objects/info",
+         fmt::format("rm -rf .git/objects/info && mkdir pub && ln -s ../../pub .git/objects/info && "
+                     "echo {}/.git/objects > .git/objects/info/alternates",
+                     src),
+         followed_alternates, "alternates", "symlink", ".git/objects/info", "ln"},
     };
 
     Result prep = run_unconfined(checkout_cmd());
@@ -185,12 +191,34 @@ TEST_F(GitTest, NothingPlantedInDotGitRunsInTheAccountsGitLater) {
     EXPECT_EQ(r.audit.size(), vectors.size()) << r.describe();
     EXPECT_EQ(read_file(w + "/.git/config"), config);
     for (const char* rel : {".git/commondir", ".git/config.worktree", ".git/objects/info/alternates", ".git/remotes",
-                            ".git/branches/br", ".git/hooks/pre-commit", "g", "o"})
+                            ".git/branches/br", ".git/hooks/pre-commit", "g", "o", "pub/alternates"})
         EXPECT_FALSE(exists(w + "/" + rel)) << rel << " was planted\n" << r.describe();
     Result after = probe(vectors);
     EXPECT_EQ(after.out, "") << "the account's git ran or followed what a confined job planted\n" << after.describe();
 
     controls(vectors, [&](const std::string&) { return checkout_cmd(); });
+}
+
+// A directory above a protected path (a guard) that is missing may be made,
+// as git makes it, but not be a symlink to where the job may write.
+TEST_F(GitTest, AMissingDirectoryAboveAProtectedPathCanBeMadeButNotLinked) {
+    const std::string prep = checkout_cmd() + " && rm -rf .git/objects/info";
+    const std::string plant = fmt::format(
+        "mkdir pub && ln -s ../../pub .git/objects/info && echo {}/.git/objects > .git/objects/info/alternates",
+        shared("src"));
+    const std::string followed = fmt::format("git cat-file -e {} 2>/dev/null && echo followed", only_upstream_);
+
+    const std::string dir = at("control");
+    make_dir(dir);
+    Result control = run_unconfined(fmt::format("cd {} && {} && {} && {}", dir, prep, plant, followed));
+    ASSERT_EQ(control.out, "followed\n") << control.describe();
+
+    ASSERT_EQ(run_unconfined(prep).status, 0);
+    Result r = run_confined("", "( " + plant + " ) 2>/dev/null || echo refused; mkdir .git/objects/info && echo made");
+    EXPECT_EQ(r.out, "refused\nmade\n") << r.describe();
+    EXPECT_DENIAL(r, "symlink", work() + "/.git/objects/info", "ln");
+    EXPECT_EQ(r.audit.size(), 1u) << r.describe();
+    EXPECT_EQ(run_unconfined(followed).out, "");
 }
 
 // A work tree without .git (the runner checks out later, or the work tree
