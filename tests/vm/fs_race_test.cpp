@@ -180,10 +180,11 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
 }
 
 // A directory's slot in the cache can say that every name in it may be
-// created, removed, or have its times or mode set, when no rule lies below it
-// (docs/design.md). A name a rule singles out keeps its own decision, even
-// in a directory where names were created just before it. (touch -c sets
-// times without an open: inode_setattr alone.)
+// created or removed, when no rule lies below it (docs/design.md). A name a
+// rule singles out keeps its own decision, even in a directory where names
+// were created just before it; so do its times and mode, which are decided
+// by the file's path (touch -c sets times without an open: inode_setattr
+// alone).
 TEST_F(FsRaceTest, ADirectoryDecisionSkipsNoNameARuleSinglesOut) {
     const std::string d = work() + "/d";
     make_dir(d);
