@@ -126,10 +126,11 @@ struct confine_event {
     } target;
 };
 
-/* An event takes only the ring space its target kind uses: the header and
- * that much of `target`. A path of up to CONFINE_PATH_SHORT bytes (with its
- * NUL) travels in a short event, a longer one in a whole one; so about 800
- * path events fit in a job's 256 KiB ring where 60 whole ones would. */
+/* An event takes only the ring space its target uses: the header and that
+ * much of `target`. A path event is as long as its path (bpf/path.bpf.h,
+ * report_resolved); a mount source, read before its length is known, goes
+ * in a short event (CONFINE_PATH_SHORT bytes) or, if it fills that, a whole
+ * one. */
 #define CONFINE_EVENT_HEADER             __builtin_offsetof(struct confine_event, target)
 #define CONFINE_EVENT_SIZE(target_bytes) (CONFINE_EVENT_HEADER + (target_bytes))
 #define CONFINE_PATH_SHORT               256

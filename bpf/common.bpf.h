@@ -68,25 +68,12 @@ static __always_inline struct confine_job *current_job(__u64 *cgid)
     return bpf_map_lookup_elem(&jobs, cgid);
 }
 
-/* Reserves an audit record of SIZE bytes (a constant: CONFINE_EVENT_SIZE of
- * what the caller writes into `target`) for a denial in job `cgid`, and
- * fills in who did it. Returns NULL when the ring is full (counted as lost)
- * or missing. */
-static __always_inline struct confine_event *event_reserve(struct confine_job *job, __u64 cgid, __u16 op,
-                                                           __u8 reason, __u32 size)
+/* Fills in an audit record's header: who did what, and why it was refused. */
+static __always_inline void event_fill(struct confine_event *e, struct confine_job *job, __u64 cgid, __u16 op,
+                                       __u8 reason)
 {
-    void *ring = bpf_map_lookup_elem(&rings, &cgid);
-    struct confine_event *e;
-    __u64 id;
+    __u64 id = bpf_get_current_pid_tgid();
 
-    if (!ring)
-        return NULL;
-    e = bpf_ringbuf_reserve(ring, size, 0);
-    if (!e) {
-        __sync_fetch_and_add(&job->lost, 1);
-        return NULL;
-    }
-    id = bpf_get_current_pid_tgid();
     e->ktime_ns = bpf_ktime_get_ns();
     e->cgroup_id = cgid;
     e->pid = (__u32)id;
@@ -99,6 +86,26 @@ static __always_inline struct confine_event *event_reserve(struct confine_job *j
     e->pad = 0;
     e->target_len = 0;
     bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+/* Reserves an audit record of SIZE bytes (a constant: CONFINE_EVENT_SIZE of
+ * what the caller writes into `target`) for a denial in job `cgid`, and
+ * fills in who did it. Returns NULL when the ring is full (counted as lost)
+ * or missing. */
+static __always_inline struct confine_event *event_reserve(struct confine_job *job, __u64 cgid, __u16 op,
+                                                           __u8 reason, __u32 size)
+{
+    void *ring = bpf_map_lookup_elem(&rings, &cgid);
+    struct confine_event *e;
+
+    if (!ring)
+        return NULL;
+    e = bpf_ringbuf_reserve(ring, size, 0);
+    if (!e) {
+        __sync_fetch_and_add(&job->lost, 1);
+        return NULL;
+    }
+    event_fill(e, job, cgid, op, reason);
     return e;
 }
 

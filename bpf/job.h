@@ -33,6 +33,6 @@ struct confine_job {
 #define CONFINE_MAX_FS_RULES  262144
 #define CONFINE_MAX_NET_RULES 65536
 #define CONFINE_MAX_KEYS      65536
-#define CONFINE_RING_BYTES    (256 * 1024)
+#define CONFINE_RING_BYTES    (32 * 1024)
 
 #endif

@@ -216,39 +216,41 @@ static __always_inline __u32 resolved_len(const struct resolved *r)
     return CONFINE_PATH_MAX - r->off;
 }
 
-/* Copies the resolved path, NUL included, into an event's target. */
-/* CAP: the bytes of target.path the event was reserved with (a constant). */
-static __always_inline void resolved_to_event(const struct resolved *r, struct confine_event *e, __u8 kind,
-                                              __u32 cap)
-{
-    __u32 n = resolved_len(r) + 1;
-
-    bound(n);
-    if (n > cap)
-        n = cap;
-    bpf_probe_read_kernel(e->target.path, n, &r->s->buf[r->off]);
-    e->target.path[cap - 1] = '\0';
-    e->target_kind = kind;
-}
-
-/* Reports the resolved path R as the target of a denial, in a short event
- * when it fits one. */
+/* Reports the resolved path R as the target of a denial, in a record just
+ * as long as the header and the path: bpf_ringbuf_reserve() takes only a
+ * constant size, its dynptr form (5.19) any. The path goes without its NUL
+ * (the reader zero-fills what a record lacks), at most CONFINE_PATH_MAX - 1
+ * bytes of it. */
 static __always_inline void report_resolved(struct confine_job *job, __u64 cgid, __u16 op, __u8 reason,
                                             const struct resolved *r, __u8 kind)
 {
+    void *ring = bpf_map_lookup_elem(&rings, &cgid);
+    /* off is in [0, CONFINE_PATH_MAX]; at CONFINE_PATH_MAX the path is
+     * empty and the mask's wrap to 0 copies nothing. The masks show the
+     * verifier that the copy stays inside buf. */
+    __u32 off = r->off & (CONFINE_PATH_MAX - 1), n = resolved_len(r);
     struct confine_event *e;
+    struct bpf_dynptr d;
 
-    if (resolved_len(r) < CONFINE_PATH_SHORT) {
-        e = event_reserve(job, cgid, op, reason, CONFINE_EVENT_SIZE(CONFINE_PATH_SHORT));
-        if (e)
-            resolved_to_event(r, e, kind, CONFINE_PATH_SHORT);
-    } else {
-        e = event_reserve(job, cgid, op, reason, sizeof(*e));
-        if (e)
-            resolved_to_event(r, e, kind, CONFINE_PATH_MAX);
+    if (!ring)
+        return;
+    if (n > CONFINE_PATH_MAX - 1)
+        n = CONFINE_PATH_MAX - 1;
+    n &= CONFINE_PATH_MAX - 1;
+    if (bpf_ringbuf_reserve_dynptr(ring, CONFINE_EVENT_HEADER + n, 0, &d)) {
+        __sync_fetch_and_add(&job->lost, 1);
+        bpf_ringbuf_discard_dynptr(&d, 0); /* required even when reserving failed */
+        return;
     }
-    if (e)
-        bpf_ringbuf_submit(e, 0);
+    e = bpf_dynptr_data(&d, 0, CONFINE_EVENT_HEADER);
+    if (!e) {
+        bpf_ringbuf_discard_dynptr(&d, 0);
+        return;
+    }
+    event_fill(e, job, cgid, op, reason);
+    e->target_kind = kind;
+    bpf_dynptr_write(&d, CONFINE_EVENT_HEADER, &r->s->buf[off], n, 0);
+    bpf_ringbuf_submit_dynptr(&d, 0);
 }
 
 #endif

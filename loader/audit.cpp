@@ -2,15 +2,14 @@
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <sys/un.h>
-#include <systemd/sd-journal.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -269,6 +268,27 @@ std::optional<int> inherited_fd(std::string_view path) {
     return std::nullopt;
 }
 
+// journald's native protocol (systemd's "Native Journal Protocol"): one
+// datagram an entry, a field a line, NAME=value; a value holding a newline
+// (a path may) goes as NAME, a newline, its length as 64-bit little endian,
+// the value and a newline. An entry is at most a few KiB (a path is cut at
+// PATH_MAX), far below a datagram's limit, so no memfd is needed.
+std::string journal_datagram(const std::vector<std::string>& fields) {
+    std::string out;
+    for (const std::string& f : fields) {
+        const size_t eq = f.find('=');
+        if (f.find('\n', eq) == std::string::npos) {
+            out += f;
+        } else {
+            const uint64_t size = htole64(f.size() - eq - 1);
+            out.append(f, 0, eq).append("\n").append(reinterpret_cast<const char*>(&size), sizeof size);
+            out.append(f, eq + 1);
+        }
+        out += '\n';
+    }
+    return out;
+}
+
 Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, bool audit_mode) {
     if (path == kJournal) {
         // Refused up front rather than lost later: journald must be there.
@@ -276,11 +296,11 @@ Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, boo
         sockaddr_un addr{};
         addr.sun_family = AF_UNIX;
         strcpy(addr.sun_path, kSocket);
-        Fd probe(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-        if (!probe || connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+        Fd sock(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+        if (!sock || connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
             return fail(Error::sys(fmt::format("audit: --audit-log journal: journald does not answer at {}", kSocket))
                             .hint("Start systemd-journald, or pass --audit-log FILE"));
-        return AuditLog(Sink::Journal, Fd(), "the journal", std::move(job_id), audit_mode);
+        return AuditLog(Sink::Journal, std::move(sock), "the journal", std::move(job_id), audit_mode);
     }
     std::optional<int> given = path.empty() ? STDERR_FILENO : inherited_fd(path);
     Fd fd(given ? fcntl(*given, F_DUPFD_CLOEXEC, 3)
@@ -463,20 +483,15 @@ bool AuditLog::write_out(const Record& r) {
         if (!failure_) failure_ = std::move(why);
         return false;
     };
-    if (sink_ == Sink::Journal) {
-        std::vector<std::string> fields = r.journal_fields();
-        std::vector<iovec> iov;
-        for (std::string& f : fields) iov.push_back({f.data(), f.size()});
-        int rc = sd_journal_sendv(iov.data(), static_cast<int>(iov.size()));
-        return rc >= 0 || failed(strerror(-rc));
-    }
     // One write per line, so O_APPEND keeps lines whole between writers. A
-    // line cut short by a failure is ended before the next one.
-    std::string line = (partial_ ? "\n" : "") + r.json() + "\n";
+    // line cut short by a failure is ended before the next one. The journal
+    // takes an entry as one datagram, whole or not at all.
+    std::string line =
+        sink_ == Sink::Journal ? journal_datagram(r.journal_fields()) : (partial_ ? "\n" : "") + r.json() + "\n";
     std::string_view rest = line;
     while (!rest.empty()) {
-        ssize_t n = sink_ == Sink::Socket ? send(fd_.get(), rest.data(), rest.size(), MSG_DONTWAIT | MSG_NOSIGNAL)
-                                          : ::write(fd_.get(), rest.data(), rest.size());
+        ssize_t n = sink_ == Sink::Fd ? ::write(fd_.get(), rest.data(), rest.size())
+                                      : send(fd_.get(), rest.data(), rest.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) {
             // Room, a while; once a reader has let kStall pass, no more

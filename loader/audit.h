@@ -27,7 +27,7 @@ public:
     // The field's value as it was given, if the record has it.
     std::optional<std::string_view> get(std::string_view key) const;
     std::string json() const;
-    // KEY=value items for sd_journal_sendv(): MESSAGE, PRIORITY (by the
+    // The journal entry's KEY=value items: MESSAGE, PRIORITY (by the
     // verdict), SYSLOG_IDENTIFIER, MESSAGE_ID, then CONFINE_<KEY> for each
     // field, values unescaped.
     std::vector<std::string> journal_fields() const;
@@ -39,6 +39,9 @@ private:
     };
     std::vector<Field> fields_;
 };
+
+// KEY=value items as one datagram of journald's native protocol.
+std::string journal_datagram(const std::vector<std::string>& fields);
 
 // The leading fields of a record confine writes itself: time, job,
 // cgroup_id, op.

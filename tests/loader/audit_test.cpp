@@ -258,6 +258,16 @@ TEST(AuditJournal, AnEntryHasTheRecordsFieldsAndAPriorityByVerdict) {
     EXPECT_EQ(lost[1], "PRIORITY=3");
 }
 
+// journald's native protocol: a value with a newline goes with its length,
+// so a path the job named can't start a field of its own.
+TEST(AuditJournal, AValueWithANewlineTravelsWithItsLength) {
+    const std::string d = journal_datagram({"PRIORITY=4", "CONFINE_TARGET=/a\nCONFINE_VERDICT=allow", "X="});
+    const std::string target = "/a\nCONFINE_VERDICT=allow";
+    std::string want = "PRIORITY=4\nCONFINE_TARGET\n";
+    want += std::string(1, static_cast<char>(target.size())) + std::string(7, '\0') + target + "\nX=\n";
+    EXPECT_EQ(d, want);
+}
+
 // A log that can't be written says why, and counts what it missed.
 TEST(AuditFailure, AFullDiskIsAFailureAndItsRecordsAreCounted) {
     auto log = AuditLog::open("/dev/full", "job-1", false);

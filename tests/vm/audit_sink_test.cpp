@@ -82,6 +82,19 @@ TEST_F(AuditJournalTest, EachRecordIsAnEntryWithItsFieldsSentByRoot) {
     EXPECT_EQ(field(e, "_UID"), "0");
     EXPECT_EQ(field(e, "_COMM"), "confine");
 
+    // A name with a newline forges no field: journald's native protocol
+    // sends such a value with its length (the unconfined read is the
+    // control that the file is there).
+    const std::string forged = fmt::format("{}/k\nCONFINE_VERDICT=allow", kUserHome);
+    write_file(forged, "x\n");
+    const std::string cat_forged = fmt::format("cat \"$(printf '{}/k\\nCONFINE_VERDICT=allow')\"", kUserHome);
+    ASSERT_EQ(run_unconfined(cat_forged).status, 0);
+    Result nl = run_confined("", cat_forged + " 2>/dev/null; true", {"--audit-log", "journal"});
+    std::vector<Entry> nl_entries = job_entries(nl.job);
+    const Entry* nl_entry = entry_for(nl_entries, "open_read", forged);
+    ASSERT_NE(nl_entry, nullptr) << nl_entries.size() << " entries, none for the read of the name with a newline";
+    EXPECT_EQ(field(*nl_entry, "CONFINE_VERDICT"), "deny");
+
     // In audit mode: let through, a notice.
     Result audited =
         run_confined("", fmt::format("cat {} >/dev/null", kSshKey), {"--audit-log", "journal", "--mode", "audit"});
@@ -90,14 +103,17 @@ TEST_F(AuditJournalTest, EachRecordIsAnEntryWithItsFieldsSentByRoot) {
     ASSERT_NO_FATAL_FAILURE(expect_key_entry(audited, "audit", allowed));
 }
 
-// A flood of distinct denials: 3,000 connects to as many ports.
+// A flood of distinct denials: 3,000 connects to as many ports, paced (a
+// millisecond apart) so that journald, not the job's ring, is what can't
+// keep up: a burst that the ring can't hold is AuditFloodTest's subject.
 constexpr const char* kConnectFlood =
-    "import socket\n"
+    "import socket, time\n"
     "for port in range(1, 3001):\n"
     "    s = socket.socket()\n"
     "    try: s.connect(('10.9.9.9', port))\n"
     "    except OSError: pass\n"
-    "    s.close()\n";
+    "    s.close()\n"
+    "    time.sleep(0.001)\n";
 
 // journald drops, silently, what one unit sends past its limit, and every
 // job of a runner is one unit: a job's flood is held to a budget of its
