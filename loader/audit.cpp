@@ -289,16 +289,19 @@ std::string journal_datagram(const std::vector<std::string>& fields) {
     return out;
 }
 
+// Each entry is sent to the address, so a journald restarted while the job
+// runs gets the next one; the socket is connected too, so that poll() waits
+// for room in journald's queue.
+const sockaddr_un kJournalSocket = {AF_UNIX, "/run/systemd/journal/socket"};
+
 Result<AuditLog> AuditLog::open(const std::string& path, std::string job_id, bool audit_mode) {
     if (path == kJournal) {
         // Refused up front rather than lost later: journald must be there.
-        constexpr const char* kSocket = "/run/systemd/journal/socket";
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        strcpy(addr.sun_path, kSocket);
         Fd sock(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-        if (!sock || connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-            return fail(Error::sys(fmt::format("audit: --audit-log journal: journald does not answer at {}", kSocket))
+        if (!sock ||
+            connect(sock.get(), reinterpret_cast<const sockaddr*>(&kJournalSocket), sizeof kJournalSocket) != 0)
+            return fail(Error::sys(fmt::format("audit: --audit-log journal: journald does not answer at {}",
+                                               kJournalSocket.sun_path))
                             .hint("Start systemd-journald, or pass --audit-log FILE"));
         return AuditLog(Sink::Journal, std::move(sock), "the journal", std::move(job_id), audit_mode);
     }
@@ -390,7 +393,9 @@ Record lost_record(std::string_view job, uint64_t cgroup_id, uint64_t count, std
 
 void AuditLog::lost(uint64_t count) {
     flush_repeats();  // any record ends a run of repeats
-    write(lost_record(job_, cgroup_id_, count));
+    // It stands for COUNT records: if it can't be written, so many more
+    // are missing.
+    write(lost_record(job_, cgroup_id_, count), count);
 }
 
 void AuditLog::inbound(uint64_t count) {
@@ -490,8 +495,11 @@ bool AuditLog::write_out(const Record& r) {
         sink_ == Sink::Journal ? journal_datagram(r.journal_fields()) : (partial_ ? "\n" : "") + r.json() + "\n";
     std::string_view rest = line;
     while (!rest.empty()) {
+        const bool journal = sink_ == Sink::Journal;
         ssize_t n = sink_ == Sink::Fd ? ::write(fd_.get(), rest.data(), rest.size())
-                                      : send(fd_.get(), rest.data(), rest.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+                                      : sendto(fd_.get(), rest.data(), rest.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                                               journal ? reinterpret_cast<const sockaddr*>(&kJournalSocket) : nullptr,
+                                               journal ? sizeof kJournalSocket : 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) {
             // Room, a while; once a reader has let kStall pass, no more
