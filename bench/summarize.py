@@ -227,7 +227,8 @@ for k in kernels:
         p("| | before | after |")
         p("|---|---:|---:|")
         for what, label in (("rss_kib", "daemon RSS (KiB)"), ("fds", "daemon fds"), ("cgroups", "job cgroups"),
-                            ("map_entries", "entries in the policy maps"), ("pins", "files in /sys/fs/bpf/confine"),
+                            ("map_entries", "entries in the policy maps"),
+                            ("pins", "files in /sys/fs/bpf/confine (not the ring slots)"),
                             ("processes", "the user's processes")):
             p(f"| {label} | {sk(what, 'before')} | {sk(what, 'after')} |")
         p("")
@@ -396,14 +397,14 @@ p("""## Notes
     it in a 6.12 guest (wall ms, TCG): looking up the user through NSS,
     whose modules glibc loads with dlopen (about 45); opening this build's
     BPF objects to check their pins and attachments (45); parsing and
-    compiling the policy (30); the job's map entries, whose `rings`
-    update waits for an RCU grace period (25-40), as does its removal
-    (about 20); the spawn (20). Linking confine statically (libbpf with
+    compiling the policy (30); the job's map entries (25-40, with an RCU
+    grace period for its ring in `rings`, and another for its removal at
+    the end); the spawn (20). Linking confine statically (libbpf with
     libelf and zlib, libstdc++; fmt and toml++ header-only; journald
-    spoken to without libsystemd) took about 70 ms off its start. A
-    per-build pool of rings, inserted once, would remove both grace
-    periods; opening the pins without parsing the objects' ELF would
-    remove most of the 45.
+    spoken to without libsystemd) took about 70 ms off its start, and a
+    per-build pool of rings, kept in their slots from job to job, removes
+    both grace periods. Opening the pins without parsing the objects' ELF
+    would remove most of the 45.
 """)
 print("\n".join(out))
 

@@ -30,17 +30,19 @@ struct {
     __uint(pinning, LIBBPF_PIN_BY_NAME);
 } jobs SEC(".maps");
 
-/* key: job cgroup id; value: that job's ring buffer, created and drained by
- * the job's own `confine run`, so jobs never see or steal each other's
- * events. */
+/* The jobs' ring buffers, a pool: a job's `jobs` entry names its slot, which
+ * its `confine run` holds (an flock; loader/audit.cpp, JobRing) and drains,
+ * so jobs never see or steal each other's events. Rings stay in their slots
+ * from job to job: every update of a map of maps waits for an RCU grace
+ * period, which a job's start and end would otherwise each pay. */
 struct job_ring {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
     __uint(max_entries, CONFINE_RING_BYTES);
 };
 struct {
-    __uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+    __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
     __uint(max_entries, CONFINE_MAX_JOBS);
-    __type(key, __u64);
+    __type(key, __u32);
     __uint(pinning, LIBBPF_PIN_BY_NAME);
     __array(values, struct job_ring);
 } rings SEC(".maps");
@@ -95,7 +97,7 @@ static __always_inline void event_fill(struct confine_event *e, struct confine_j
 static __always_inline struct confine_event *event_reserve(struct confine_job *job, __u64 cgid, __u16 op,
                                                            __u8 reason, __u32 size)
 {
-    void *ring = bpf_map_lookup_elem(&rings, &cgid);
+    void *ring = bpf_map_lookup_elem(&rings, &job->ring);
     struct confine_event *e;
 
     if (!ring)

@@ -21,7 +21,7 @@
 /* Value of the `jobs` map (key: __u64 cgroup id). */
 struct confine_job {
     __u32 flags;
-    __u32 pad;
+    __u32 ring;     /* the job's slot in `rings`, the pool of ring buffers */
     __u64 families; /* bit N: the job may create sockets of address family N */
     __u64 lost;     /* events dropped because the job's ring buffer was full */
     __u64 inbound;  /* packets from off the machine dropped on their way to the job's sockets */

@@ -224,7 +224,7 @@ static __always_inline __u32 resolved_len(const struct resolved *r)
 static __always_inline void report_resolved(struct confine_job *job, __u64 cgid, __u16 op, __u8 reason,
                                             const struct resolved *r, __u8 kind)
 {
-    void *ring = bpf_map_lookup_elem(&rings, &cgid);
+    void *ring = bpf_map_lookup_elem(&rings, &job->ring);
     /* off is in [0, CONFINE_PATH_MAX]; at CONFINE_PATH_MAX the path is
      * empty and the mask's wrap to 0 copies nothing. The masks show the
      * verifier that the copy stays inside buf. */

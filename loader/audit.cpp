@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -520,11 +521,51 @@ bool AuditLog::write_out(const Record& r) {
     return true;
 }
 
-Result<JobRing> JobRing::create(AuditLog log) {
+// Slots below this keep their rings when their jobs end, for the next ones;
+// a burst of more jobs at once gives the rest back as they end.
+constexpr uint32_t kWarmRings = 64;
+
+Result<RingSlot> RingSlot::claim(const BpfObjects& objs) {
+    const std::string dir = objs.pin_dir() + "/ring_slots";  // "rings" is the map
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(Error::sys("bpf: mkdir " + dir));
+    // The lowest free slot, so the warm ones are used first.
+    for (uint32_t n = 0; n < CONFINE_MAX_JOBS; n++) {
+        const std::string path = fmt::format("{}/{}", dir, n);
+        Fd lock(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!lock && errno == ENOENT && (mkdir(path.c_str(), 0700) == 0 || errno == EEXIST))
+            lock.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!lock) return fail(Error::sys("bpf: opening " + path));
+        if (flock(lock.get(), LOCK_EX | LOCK_NB) == 0) return RingSlot(std::move(lock), objs.map_fd(Map::Rings), n);
+        if (errno != EWOULDBLOCK) return fail(Error::sys("bpf: locking " + path));
+    }
+    return fail(Error::msg(fmt::format("bpf: all {} ring buffers of the pool are in use", CONFINE_MAX_JOBS))
+                    .hint("Wait for a job to end"));
+}
+
+RingSlot::~RingSlot() {
+    // Still holding the lock: no one else has the slot yet.
+    if (lock_ && index_ >= kWarmRings) bpf_map_delete_elem(rings_, &index_);
+}
+
+Result<JobRing> JobRing::create(AuditLog log, const BpfObjects& objs) {
     JobRing r;
+    auto slot = RingSlot::claim(objs);
+    if (!slot) return fail(slot.error());
+    r.slot_.emplace(std::move(*slot));
     r.log_ = std::make_unique<AuditLog>(std::move(log));
-    r.map_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "confine_ring", 0, 0, CONFINE_RING_BYTES, nullptr));
-    if (!r.map_) return fail(Error::sys("bpf: creating the job's ring buffer"));
+    const int rings = objs.map_fd(Map::Rings);
+    const uint32_t index = r.slot_->index();
+    uint32_t id = 0;
+    if (bpf_map_lookup_elem(rings, &index, &id) == 0) {
+        r.map_.reset(bpf_map_get_fd_by_id(id));
+        if (!r.map_) return fail(Error::sys(fmt::format("bpf: opening ring buffer {} of the pool", index)));
+    } else {
+        r.map_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "confine_ring", 0, 0, CONFINE_RING_BYTES, nullptr));
+        if (!r.map_) return fail(Error::sys("bpf: creating the job's ring buffer"));
+        const uint32_t fd = static_cast<uint32_t>(r.map_.get());
+        if (bpf_map_update_elem(rings, &index, &fd, BPF_ANY) != 0)
+            return fail(Error::sys(fmt::format("bpf: adding ring buffer {} to the pool", index)));
+    }
     auto on_event = [](void* ctx, void* data, size_t size) -> int {
         // An event is as long as its target kind needs (bpf/audit.h): the
         // rest of the struct reads as zeros.
@@ -533,11 +574,18 @@ Result<JobRing> JobRing::create(AuditLog log) {
         const size_t n = std::min(size, sizeof e);
         memcpy(&e, data, n);
         memset(reinterpret_cast<char*>(&e) + n, 0, sizeof e - n);
-        static_cast<AuditLog*>(ctx)->event(e);
+        // The ring was another job's before: what that job's programs wrote
+        // after its confine last drained (a confine killed, its job not yet
+        // collected) is not this job's.
+        auto* log = static_cast<AuditLog*>(ctx);
+        if (e.cgroup_id == log->cgroup_id()) log->event(e);
         return 0;
     };
     r.rb_.reset(ring_buffer__new(r.map_.get(), on_event, r.log_.get(), nullptr));
     if (!r.rb_) return fail(Error::sys("bpf: opening the job's ring buffer"));
+    // What the slot's last holder left, for the job's records to have the
+    // whole ring: none is this job's, whose cgroup doesn't exist yet.
+    ring_buffer__consume(r.rb_.get());
     return r;
 }
 

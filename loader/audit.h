@@ -15,6 +15,7 @@
 #include "bpf/audit.h"
 #include "common/error.h"
 #include "common/fd.h"
+#include "loader/bpf_objects.h"
 
 namespace confine {
 
@@ -73,6 +74,7 @@ public:
     // The job's cgroup id, for the records confine writes itself (events
     // carry their own): set once the cgroup exists, before the job runs.
     void set_cgroup_id(uint64_t id) { cgroup_id_ = id; }
+    uint64_t cgroup_id() const { return cgroup_id_; }
     // Once the job has ended: the lines from here on wait for the client
     // (up to its connection's send timeout), led by a `lost` record of
     // those it had no room for.
@@ -150,16 +152,34 @@ private:
     int64_t realtime_offset_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at open
 };
 
-// The job's ring buffer: a BPF_MAP_TYPE_RINGBUF map consumed into the job's
+// A slot of this build's pool of ring buffers (bpf/common.bpf.h, `rings`),
+// held by an flock on <pins>/ring_slots/<N>, which the kernel drops when confine
+// exits, however it exits.
+class RingSlot {
+public:
+    static Result<RingSlot> claim(const BpfObjects& objs);
+    RingSlot(RingSlot&&) = default;
+    ~RingSlot();  // slots past the warm pool give their ring back
+
+    uint32_t index() const { return index_; }
+
+private:
+    RingSlot(Fd lock, int rings, uint32_t index) : lock_(std::move(lock)), rings_(rings), index_(index) {}
+    Fd lock_;
+    int rings_;
+    uint32_t index_;
+};
+
+// The job's ring buffer, in its slot of the pool, consumed into the job's
 // AuditLog, which it owns. libbpf keeps a pointer to the log, so the log
 // lives on the heap, where moving the JobRing leaves it, and outlives the
-// ring buffer (members end in reverse order).
+// ring buffer (members end in reverse order; the slot last).
 class JobRing {
 public:
-    static Result<JobRing> create(AuditLog log);
+    static Result<JobRing> create(AuditLog log, const BpfObjects& objs);
 
     AuditLog& log() { return *log_; }
-    int map_fd() const { return map_.get(); }
+    uint32_t slot() const { return slot_->index(); }
     int poll_fd() const { return ring_buffer__epoll_fd(rb_.get()); }
     void drain() {
         ring_buffer__consume(rb_.get());
@@ -168,6 +188,7 @@ public:
 
 private:
     JobRing() : rb_(nullptr, ring_buffer__free) {}
+    std::optional<RingSlot> slot_;
     std::unique_ptr<AuditLog> log_;
     Fd map_;
     std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> rb_;

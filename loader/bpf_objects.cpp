@@ -187,8 +187,7 @@ void collect_other_builds(const std::string& top, const std::string& keep, const
         std::string parent = cgroups + "/" + entry.path().filename().string();
         if (rmdir(parent.c_str()) != 0 && errno != ENOENT) continue;  // a job cgroup is left
         if (rmdir((parent + std::string(kProxiesSuffix)).c_str()) != 0 && errno != ENOENT) continue;
-        for (const auto& pin : std::filesystem::directory_iterator(dir, ec)) unlink(pin.path().c_str());
-        rmdir(dir.c_str());
+        std::filesystem::remove_all(dir, ec);  // its pins, and its ring slots' lock directories
     }
 }
 

@@ -25,6 +25,8 @@ public:
     static Result<BpfObjects> open();
 
     int map_fd(Map m) const { return maps_[static_cast<size_t>(m)].get(); }
+    // This build's pin directory: <bpffs>/confine/<tag>.
+    const std::string& pin_dir() const { return dir_; }
     // The cgroup this build's jobs are created in: <cgroup2>/confine/<tag>.
     // Its programs are attached here once, and every job cgroup below
     // inherits them, so starting a job attaches nothing and never re-patches

@@ -73,7 +73,8 @@ confine_net_key net_key(uint64_t cgroup_id, const policy::Endpoint& ep) {
     return k;
 }
 
-Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const policy::Compiled& c, int ring_fd) {
+Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const policy::Compiled& c,
+                                     uint32_t ring_slot) {
     JobPolicy p(objs, id);
     std::set<std::string> names;  // fs_names keys written: many entries share a last component
     for (const policy::FsTableEntry& e : policy::fs_table(c)) {
@@ -105,13 +106,10 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     if (auto r = add_net(c.connect, CONFINE_NET_CONNECT); !r) return fail(r.error());
     if (auto r = add_net(c.bind, CONFINE_NET_BIND); !r) return fail(r.error());
 
-    uint32_t ring = static_cast<uint32_t>(ring_fd);
-    if (auto r = update(objs, Map::Rings, &id, &ring); !r) return fail(r.error());
-    p.ring_ = true;
-
     // Last: a program that finds no job entry denies, so a job is never
     // half-installed in the permissive direction.
     confine_job job{};
+    job.ring = ring_slot;
     if (c.mode == policy::Mode::Audit) job.flags |= CONFINE_JOB_AUDIT;
     if (c.user_namespaces) job.flags |= CONFINE_JOB_USERNS;
     if (c.exec_allowlist) job.flags |= CONFINE_JOB_EXEC_LIST;
@@ -127,7 +125,6 @@ JobPolicy::JobPolicy(JobPolicy&& o) noexcept
       fs_keys_(std::move(o.fs_keys_)),
       fs_names_(std::move(o.fs_names_)),
       net_keys_(std::move(o.net_keys_)),
-      ring_(std::exchange(o.ring_, false)),
       job_(std::exchange(o.job_, false)) {
     o.fs_keys_.clear();
     o.fs_names_.clear();
@@ -155,7 +152,6 @@ void forget_keys(const BpfObjects& objs, uint64_t job) {
 JobPolicy::~JobPolicy() {
     if (job_) forget_keys(*objs_, id_);
     if (job_) bpf_map_delete_elem(objs_->map_fd(Map::Jobs), &id_);
-    if (ring_) bpf_map_delete_elem(objs_->map_fd(Map::Rings), &id_);
     for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd(Map::FsRules), &k);
     for (auto& k : fs_names_) bpf_map_delete_elem(objs_->map_fd(Map::FsNames), &k);
     for (auto& k : net_keys_) bpf_map_delete_elem(objs_->map_fd(Map::NetRules), &k);
@@ -189,7 +185,6 @@ void delete_keys(int map, Pred ours) {
 void forget_job(const BpfObjects& objs, uint64_t id) {
     forget_keys(objs, id);
     bpf_map_delete_elem(objs.map_fd(Map::Jobs), &id);
-    bpf_map_delete_elem(objs.map_fd(Map::Rings), &id);
     delete_keys<confine_fs_key>(objs.map_fd(Map::FsRules), [&](const confine_fs_key& k) {
         return k.cgroup_id_lo == static_cast<uint32_t>(id) && k.cgroup_id_hi == static_cast<uint32_t>(id >> 32);
     });

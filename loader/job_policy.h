@@ -16,10 +16,11 @@ namespace confine {
 
 class JobPolicy {
 public:
-    // Writes the compiled policy and the job's ring buffer into the maps.
-    // Fails (and leaves nothing behind) if a map is full.
+    // Writes the compiled policy, and the job's slot in the pool of ring
+    // buffers, into the maps. Fails (and leaves nothing behind) if a map is
+    // full.
     static Result<JobPolicy> install(const BpfObjects& objs, uint64_t cgroup_id, const policy::Compiled& compiled,
-                                     int ring_fd);
+                                     uint32_t ring_slot);
 
     JobPolicy(JobPolicy&& o) noexcept;
     JobPolicy& operator=(JobPolicy&&) = delete;
@@ -37,7 +38,7 @@ private:
     std::vector<confine_fs_key> fs_keys_;
     std::vector<confine_fs_name> fs_names_;
     std::vector<confine_net_key> net_keys_;
-    bool ring_ = false, job_ = false;
+    bool job_ = false;
 };
 
 // Kills and removes every job whose confine is gone (a worker of a daemon

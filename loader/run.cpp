@@ -553,7 +553,7 @@ Result<Job> build_job(const RunOptions& o, const Target& t, const BpfObjects& ob
     auto log = o.served && o.audit_log != kJournal ? AuditLog::to_client(o.served->connection, t.unit, audit_mode)
                                                    : AuditLog::open(o.audit_log, t.unit, audit_mode);
     if (!log) return fail(log.error());
-    auto ring = JobRing::create(std::move(*log));
+    auto ring = JobRing::create(std::move(*log), objs);
     if (!ring) return fail(ring.error());
     // The cgroup inherits this build's programs from its parent the moment
     // it exists; they deny everything until the policy below is in place.
@@ -571,7 +571,7 @@ Result<Job> build_job(const RunOptions& o, const Target& t, const BpfObjects& ob
         proxy = std::move(*started);
         compiled->connect.push_back(proxy->endpoint());
     }
-    auto installed = JobPolicy::install(objs, cg->id(), *compiled, ring->map_fd());
+    auto installed = JobPolicy::install(objs, cg->id(), *compiled, ring->slot());
     if (!installed) return fail(installed.error());
     return Job{std::move(*dirs), std::move(*compiled), *stderr_to_stdout,    std::move(*ring),
                std::move(*cg),   std::move(proxy),     std::move(*installed)};

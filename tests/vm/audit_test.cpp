@@ -1,5 +1,6 @@
 // The audit log: one well-formed JSON line per denial, no more, no less.
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <regex>
@@ -86,6 +87,42 @@ TEST_F(AuditTest, EveryDenialIsLoggedOrCountedAsLost) {
     }
     EXPECT_EQ(logged + lost, kAttempts) << "logged " << logged << ", lost " << lost;
     EXPECT_GT(logged, 0);
+}
+
+// Rings are a pool that jobs reuse. A job whose confine was killed goes on
+// writing into its ring, which the next job gets: none of it may reach the
+// next job's log (its own denial does).
+TEST_F(AuditTest, ARingsNextJobNeverLogsThePreviousJobsDenials) {
+    const std::string secret = std::string(kUserHome) + "/secret-of-the-first-job";
+    write_file(secret, "secret\n");
+    const std::string deny_50 = fmt::format("for i in $(seq 50); do cat {} 2>/dev/null; done", secret);
+    // Controls: unconfined, both files read.
+    ASSERT_EQ(run_unconfined(fmt::format("cat {} {}", secret, kSshKey)).status, 0);
+
+    Started first = start({.argv = {"/bin/sh", "-c",
+                                    fmt::format("({0}; touch killed-wait; while [ ! -e go ]; do sleep 0.1; done; {0}; "
+                                                "touch written; sleep 600) & wait",
+                                                deny_50)}});
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/killed-wait"); }, 60)) << finish(first, 1).describe();
+    const std::string first_cg = job_cgroup(first.job);
+    ASSERT_FALSE(first_cg.empty());
+    // Its confine dies (its slot's lock with it, and the job's first
+    // process, by its parent-death signal); the job's other process writes
+    // 50 more events into the ring, which no one drains.
+    kill(first.proc->pid(), SIGKILL);
+    ASSERT_TRUE(wait_until([&] { return !alive(first.proc->pid()); }, 30));
+    write_file(work() + "/go", "");
+    ASSERT_TRUE(wait_until([&] { return exists(work() + "/written"); }, 60)) << "the first job never wrote again";
+
+    Result next = run_confined("", fmt::format("cat {} 2>/dev/null; true", kSshKey));
+    EXPECT_EQ(next.status, 0) << next.describe();
+    EXPECT_DENIAL(next, "open_read", kSshKey, "cat");
+    for (const AuditLine& l : next.audit) EXPECT_NE(l.str("target"), secret) << l.raw;
+    EXPECT_EQ(
+        run_root(fmt::format("echo 1 >{0}/cgroup.kill; while ! rmdir {0} 2>/dev/null; do sleep 0.1; done", first_cg))
+            .status,
+        0);
+    finish(first, 1);
 }
 
 }  // namespace
