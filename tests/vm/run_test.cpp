@@ -351,6 +351,9 @@ std::set<std::string> maps_keyed_by(uint64_t cgid) {
         pins.insert((*it)[1].str());
     EXPECT_FALSE(pins.empty()) << "no pinned confine maps\n" << show.describe();
     for (const std::string& pin : pins) {
+        // The ring pool is keyed by slot, not by job, and dumping its 16,384
+        // slots takes bpftool minutes under TCG.
+        if (pin.ends_with("/rings")) continue;
         Result dump = bpftool({"-j", "map", "dump", "pinned", pin});
         EXPECT_EQ(dump.status, 0) << dump.describe();
         for (std::sregex_iterator k(dump.out.begin(), dump.out.end(), key_re), end; k != end; ++k) {
