@@ -3,6 +3,8 @@
 //   hotpath open   N FILE   open+read+close of FILE
 //   hotpath stat   N FILE   stat of FILE
 //   hotpath create N DIR    create+close+unlink of a file in DIR
+//   hotpath touch  N FILE   utimensat of FILE, its times only (as tar x
+//                           and make set them)
 //   hotpath connect N       TCP connect to a listener on 127.0.0.1:0 that
 //                           this process starts itself (+ accept, close both)
 //   hotpath spawn  N CMD [ARG...]   fork+exec+wait of CMD (job start latency)
@@ -66,6 +68,10 @@ static void op_create(void) {
     if (unlink(path) != 0) die("unlink");
 }
 
+static void op_touch(void) {
+    if (utimensat(AT_FDCWD, g_arg, NULL, 0) != 0) die("utimensat");
+}
+
 static void op_connect(void) {
     int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (c < 0) die("socket");
@@ -108,7 +114,7 @@ static void start_listener(void) {
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: hotpath open|stat|create|connect|spawn N [FILE|DIR|CMD...]\n");
+        fprintf(stderr, "usage: hotpath open|stat|create|touch|connect|spawn N [FILE|DIR|CMD...]\n");
         return 2;
     }
     const char* op = argv[1];
@@ -123,6 +129,8 @@ int main(int argc, char** argv) {
         fn = op_stat;
     else if (!strcmp(op, "create"))
         fn = op_create;
+    else if (!strcmp(op, "touch"))
+        fn = op_touch;
     else if (!strcmp(op, "connect"))
         fn = op_connect, start_listener();
     else if (!strcmp(op, "spawn"))

@@ -31,7 +31,7 @@ struct {
 } jobs SEC(".maps");
 
 /* The jobs' ring buffers, a pool: a job's `jobs` entry names its slot, which
- * its `confine run` holds (an flock; loader/audit.cpp, JobRing) and drains,
+ * its `confine run` holds (an flock; loader/audit.h, RingSlot) and drains,
  * so jobs never see or steal each other's events. Rings stay in their slots
  * from job to job: every update of a map of maps waits for an RCU grace
  * period, which a job's start and end would otherwise each pay. */

@@ -127,6 +127,14 @@ int BPF_PROG(confine_file_open, struct file *file)
     if (!job)
         return DENY;
 
+    flags = file->f_flags;
+    fmode = file->f_mode;
+    /* This open just created the file, and path_mknod allowed that in this
+     * same call (a writable path is readable too). O_TMPFILE files are
+     * created without path_mknod, and are decided below. First, before
+     * any read: every create pays for this hook. */
+    if ((fmode & FMODE_CREATED) && !(flags & __O_TMPFILE))
+        return ALLOW;
     /* Direct loads through the hook's BTF pointers where the value isn't
      * hashed (the verifier allows no arithmetic on pointers it knows); the
      * path's two, which are, in one read: a read is a helper call each, and
@@ -134,7 +142,6 @@ int BPF_PROG(confine_file_open, struct file *file)
     BPF_CORE_READ_INTO(&fp, file, f_path);
     mnt = fp.mnt;
     dentry = fp.dentry;
-    flags = file->f_flags;
     if (flags & __FMODE_EXEC)
         return check_exec(job, cgid, file, mnt, dentry);
     if (internal_mount(mnt) || kernel_override(bpf_get_current_task_btf()))
@@ -142,12 +149,6 @@ int BPF_PROG(confine_file_open, struct file *file)
     if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
         return ALLOW;
     if (discard_device(file->f_inode))
-        return ALLOW;
-    fmode = file->f_mode;
-    /* This open just created the file, and path_mknod allowed that in this
-     * same call (a writable path is readable too). O_TMPFILE files are
-     * created without path_mknod, and are decided here. */
-    if ((fmode & FMODE_CREATED) && !(flags & __O_TMPFILE))
         return ALLOW;
     /* O_TRUNC truncates even on an O_RDONLY open, after this hook. */
     if ((fmode & FMODE_WRITE) || (flags & O_TRUNC))

@@ -103,14 +103,39 @@ static __always_inline bool kernel_override(struct task_struct *task)
 enum step_status { STEP_MORE = 0, STEP_DONE, STEP_TOO_LONG, STEP_OUTSIDE_ROOT };
 
 struct walk {
-    struct dentry *dentry; /* next component to prepend */
-    struct mount *mnt;     /* the mount dentry is on */
+    struct dentry *dentry;   /* next component to prepend */
+    struct mount *mnt;       /* the mount dentry is on */
+    struct dentry *mnt_root; /* and its root */
     struct dentry *root_dentry;
     struct scratch *s;
     int off;
     int status;
     __u32 name_len; /* the path's last component's */
 };
+
+/* A dentry's parent and name. Every bpf_probe_read_kernel is a helper call,
+ * and the walk makes them per component: d_parent and d_name are neighbours
+ * in struct dentry (6.1 to 7.2), so one read fetches all three. */
+static __always_inline void dentry_up(struct dentry *d, struct dentry **parent, const unsigned char **name,
+                                      __u32 *len)
+{
+    struct {
+        struct dentry *parent;
+        struct qstr name;
+    } up;
+
+    if (bpf_core_field_offset(struct dentry, d_name) !=
+        bpf_core_field_offset(struct dentry, d_parent) + sizeof(up.parent)) {
+        *parent = BPF_CORE_READ(d, d_parent);
+        *name = BPF_CORE_READ(d, d_name.name);
+        *len = BPF_CORE_READ(d, d_name.len);
+        return;
+    }
+    bpf_probe_read_kernel(&up, sizeof(up), (void *)d + bpf_core_field_offset(struct dentry, d_parent));
+    *parent = up.parent;
+    *name = up.name.name;
+    *len = up.name.len;
+}
 
 static long walk_step(__u32 i, void *arg)
 {
@@ -129,7 +154,7 @@ static long walk_step(__u32 i, void *arg)
         w->status = STEP_DONE;
         return 1;
     }
-    if (d == BPF_CORE_READ(m, mnt.mnt_root)) {
+    if (d == w->mnt_root) {
         up = BPF_CORE_READ(m, mnt_parent);
         if (up == m) {
             /* Top of a mount tree that never reached the task's root: a
@@ -139,15 +164,14 @@ static long walk_step(__u32 i, void *arg)
         }
         w->dentry = BPF_CORE_READ(m, mnt_mountpoint);
         w->mnt = up;
+        w->mnt_root = BPF_CORE_READ(up, mnt.mnt_root);
         return 0;
     }
-    parent = BPF_CORE_READ(d, d_parent);
+    dentry_up(d, &parent, &name, &len);
     if (parent == d) {
         w->status = STEP_OUTSIDE_ROOT;
         return 1;
     }
-    name = BPF_CORE_READ(d, d_name.name);
-    len = BPF_CORE_READ(d, d_name.len);
     off = w->off - (int)len - 1;
     /* Keep off >= 1 so the finished path plus its NUL fits CONFINE_PATH_MAX. */
     if (len > NAME_MAX || off < 1) {
@@ -183,6 +207,7 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
         return false;
     w.dentry = dentry;
     w.mnt = (void *)mnt - bpf_core_field_offset(struct mount, mnt);
+    w.mnt_root = BPF_CORE_READ(mnt, mnt_root);
     w.root_dentry = BPF_CORE_READ(task->fs, root.dentry);
     w.s = s;
     w.off = CONFINE_PATH_MAX;

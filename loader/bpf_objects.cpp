@@ -12,14 +12,19 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 
+#include "fs.manifest.h"
 #include "fs.skel.h"
 #include "loader/cgroup.h"
 #include "loader/cgroup_attach.h"
 #include "loader/kernel_variants.h"
 #include "loader/libbpf_log.h"
+#include "net.manifest.h"
 #include "net.skel.h"
+#include "proc.manifest.h"
 #include "proc.skel.h"
+#include "proxy.manifest.h"
 #include "proxy.skel.h"
 
 namespace confine {
@@ -46,17 +51,20 @@ Opened open_skeleton(const bpf_object_open_opts* opts) {
 
 struct Feature {
     const char* name;
-    const void* (*elf)(size_t*);
     Opened (*open)(const bpf_object_open_opts*);
+    // From its manifest (bpf/manifest.cpp): what a confine that finds the
+    // object loaded needs, without parsing its ELF.
+    uint64_t hash;
+    std::span<const confine_cgroup_prog> cgroup_progs;
     Parent parent = Parent::Jobs;
 };
 // Every object whose programs attach to cgroups.
 const Feature kFeatures[] = {
-    {"fs", fs_bpf__elf_bytes, open_skeleton<fs_bpf, fs_bpf__open_opts, fs_bpf__destroy>},
-    {"net", net_bpf__elf_bytes, open_skeleton<net_bpf, net_bpf__open_opts, net_bpf__destroy>},
-    {"proc", proc_bpf__elf_bytes, open_skeleton<proc_bpf, proc_bpf__open_opts, proc_bpf__destroy>},
-    {"proxy", proxy_bpf__elf_bytes, open_skeleton<proxy_bpf, proxy_bpf__open_opts, proxy_bpf__destroy>,
-     Parent::Proxies},
+    {"fs", open_skeleton<fs_bpf, fs_bpf__open_opts, fs_bpf__destroy>, fs_bpf_hash, fs_bpf_cgroup_progs},
+    {"net", open_skeleton<net_bpf, net_bpf__open_opts, net_bpf__destroy>, net_bpf_hash, net_bpf_cgroup_progs},
+    {"proc", open_skeleton<proc_bpf, proc_bpf__open_opts, proc_bpf__destroy>, proc_bpf_hash, proc_bpf_cgroup_progs},
+    {"proxy", open_skeleton<proxy_bpf, proxy_bpf__open_opts, proxy_bpf__destroy>, proxy_bpf_hash,
+     proxy_bpf_cgroup_progs, Parent::Proxies},
 };
 const char* const kMapNames[] = {"jobs", "rings", "fs_rules", "fs_names", "net_rules", "job_keys", "proxies"};
 static_assert(std::size(kMapNames) == static_cast<size_t>(Map::Count));
@@ -67,15 +75,10 @@ constexpr std::string_view kProxiesSuffix = ".proxies";
 // Pins are per build: objects from another confine version keep serving
 // their own jobs and never meet this build's maps.
 std::string build_tag() {
-    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-    for (const Feature& f : kFeatures) {
-        size_t n = 0;
-        auto* p = static_cast<const unsigned char*>(f.elf(&n));
-        for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    }
-    char buf[17];
-    snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-    return buf;
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the objects' hashes
+    for (const Feature& f : kFeatures)
+        for (int shift = 0; shift < 64; shift += 8) h = (h ^ ((f.hash >> shift) & 0xff)) * 0x100000001b3ull;
+    return fmt::format("{:016x}", h);
 }
 
 Result<void> ensure_dir(const std::string& path) {
@@ -143,31 +146,26 @@ Result<void> load_and_pin(const Opened& o, const char* name, const std::string& 
     return {};
 }
 
-// Opens one feature object, loading and pinning it unless its ready marker
-// is pinned, and attaches its cgroup programs to `cgroup_fd`. Adds their ids
-// to `ids`; sets `loaded` if it loaded.
+// Loads and pins one feature object unless its ready marker is pinned, and
+// attaches its cgroup programs to `cgroup_fd`. Adds their ids to `ids`;
+// sets `loaded` if it loaded.
 Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_fd,
                           std::map<bpf_attach_type, std::vector<uint32_t>>& ids, bool& loaded) {
-    LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = dir.c_str());
-    const Opened o = f.open(&opts);
-    if (!o.obj) return fail(with_libbpf_log(Error::sys(std::string("bpf: opening object ") + f.name)));
-
     if (access(ready_marker(dir, f.name).c_str(), F_OK) != 0) {
+        LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = dir.c_str());
+        const Opened o = f.open(&opts);
+        if (!o.obj) return fail(with_libbpf_log(Error::sys(std::string("bpf: opening object ") + f.name)));
         if (auto r = load_and_pin(o, f.name, dir); !r) return r;
         loaded = true;
     }
-
     // Only global programs vary with the kernel: every cgroup program must
     // be pinned.
-    bpf_program* prog;
-    bpf_object__for_each_program(prog, o.obj) {
-        if (is_global(prog)) continue;
-        std::string pin = pin_path(dir, prog);
+    for (const confine_cgroup_prog& prog : f.cgroup_progs) {
+        std::string pin = dir + "/" + prog.name;
         Fd fd(bpf_obj_get(pin.c_str()));
         if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));
-        bpf_attach_type type = bpf_program__expected_attach_type(prog);
-        if (auto r = attach_to_parent(fd.get(), bpf_program__name(prog), type, cgroup_fd); !r) return r;
-        ids[type].push_back(prog_id(fd.get()));
+        if (auto r = attach_to_parent(fd.get(), prog.name, prog.type, cgroup_fd); !r) return r;
+        ids[prog.type].push_back(prog_id(fd.get()));
     }
     return {};
 }
