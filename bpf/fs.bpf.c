@@ -113,6 +113,26 @@ static __always_inline bool discard_device(struct inode *inode)
     return rdev == ((1u << 20) | 3) || rdev == ((1u << 20) | 5) || rdev == ((1u << 20) | 7);
 }
 
+/* Records the file just created, whose create path_mknod allowed (struct
+ * created). Not in audit mode, where the create may have passed unallowed. */
+static __always_inline void remember_created(__u64 cgid, struct file *file)
+{
+    struct created *c =
+        bpf_task_storage_get(&last_created, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    struct inode *inode = file->f_inode;
+    struct path fp;
+
+    if (!c || !inode)
+        return;
+    BPF_CORE_READ_INTO(&fp, file, f_path);
+    c->dentry = (__u64)fp.dentry;
+    c->mnt = (__u64)fp.mnt;
+    c->inode = (__u64)BPF_CORE_READ(file, f_inode);
+    c->ino = inode->i_ino;
+    c->generation = inode->i_generation;
+    c->tag = cache_tag(cgid, fp.dentry, fp.mnt);
+}
+
 SEC("lsm_cgroup/file_open")
 int BPF_PROG(confine_file_open, struct file *file)
 {
@@ -133,8 +153,11 @@ int BPF_PROG(confine_file_open, struct file *file)
      * same call (a writable path is readable too). O_TMPFILE files are
      * created without path_mknod, and are decided below. First, before
      * any read: every create pays for this hook. */
-    if ((fmode & FMODE_CREATED) && !(flags & __O_TMPFILE))
+    if ((fmode & FMODE_CREATED) && !(flags & __O_TMPFILE)) {
+        if (!(job->flags & CONFINE_JOB_AUDIT))
+            remember_created(cgid, file);
         return ALLOW;
+    }
     /* Direct loads through the hook's BTF pointers where the value isn't
      * hashed (the verifier allows no arithmetic on pointers it knows); the
      * path's two, which are, in one read: a read is a helper call each, and
@@ -401,16 +424,48 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
 {
     struct task_struct *task = bpf_get_current_task_btf();
+    struct inode *inode = dentry->d_inode;
+    struct dentry *plain = NULL; /* dentry as a plain value, to hash */
+    struct created *made;
+    struct fs_cache *c;
     struct sb_walk w = {};
     struct confine_job *job;
     struct resolved r;
-    __u64 cgid;
+    __u64 cgid, base = 0, tag, slot = 0, made_mnt = 0, made_tag = 0;
 
     job = current_job(&cgid);
     if (!job || kernel_override(task))
         return 0;
+    /* Through the decision cache (a file with one path): the file's own
+     * slot may say every mount allowed this since (tag_for NULL), or one
+     * did (as an open for write keeps it); and the file may be the one the
+     * task just created. So `tar x` setting each new file's times, or a
+     * repeated `touch`, skips the walk. Where the filesystem has more than
+     * one mount, each is walked: a cache check inside the loop below
+     * doubles the states the verifier explores at every step, past its
+     * limit on 7.2. */
+    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1)) {
+        bpf_probe_read_kernel(&plain, sizeof(plain), &dentry);
+        base = cache_base(cgid, plain);
+        c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
+        if (c)
+            slot = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
+        if (base && (slot & ~CACHE_BITS) == tag_for(base, NULL) && (slot & CONFINE_FS_WRITE))
+            return 0;
+        made = bpf_task_storage_get(&last_created, task, 0, 0);
+        if (made && made->dentry == (__u64)plain && made->inode == (__u64)BPF_CORE_READ(dentry, d_inode) &&
+            made->ino == inode->i_ino && made->generation == inode->i_generation) {
+            made_mnt = made->mnt;
+            made_tag = made->tag;
+        }
+    }
     if (!sb_mounts_in(BPF_CORE_READ(dentry, d_sb), BPF_CORE_READ(task, nsproxy, mnt_ns), &w))
         return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS));
+    tag = tag_for(base, w.found[0]);
+    if (w.n == 1 && tag &&
+        (((slot & ~CACHE_BITS) == tag && (slot & CONFINE_FS_WRITE)) ||
+         (made_mnt == (__u64)w.found[0] && made_tag == tag)))
+        return 0;
     for (__u32 i = 0; i < w.n && i < MAX_SB_MOUNTS; i++) {
         if (!resolve(dentry, w.found[i], &r))
             return as_errno(refuse(job, cgid, op));
@@ -423,6 +478,15 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
         }
         scratch_release(r.s);
         return as_errno(check_path(job, cgid, dentry, w.found[i], op, CONFINE_FS_WRITE));
+    }
+    /* Every mount allowed it: kept, if nothing moved while we walked. Not
+     * for a file just created, whose times are set once (tar x): its slot
+     * would cost an allocation it never pays back. */
+    inode = dentry->d_inode;
+    if (w.n && base && !made_mnt && inode) {
+        c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+        if (c && cache_base(cgid, plain) == base)
+            cache_put(c, cgid, tag_for(base, NULL), CONFINE_FS_WRITE);
     }
     return 0;
 }

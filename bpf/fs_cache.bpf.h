@@ -68,9 +68,9 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
     return h ^ (h >> 31);
 }
 
-/* What a decision for job `cgid` on (dentry, mnt) depends on, or 0 if a
- * rename or mount change is under way. */
-static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct vfsmount *mnt)
+/* What a decision for job `cgid` on `dentry` depends on, but its mount
+ * (tag_for adds that), or 0 if a rename or mount change is under way. */
+static __always_inline __u64 cache_base(__u64 cgid, struct dentry *dentry)
 {
     __u32 rs = seq_of(&rename_lock), ms = seq_of(&mount_lock), zero = 0;
     __u64 *gen = bpf_map_lookup_elem(&fs_gen, &zero), h;
@@ -82,12 +82,24 @@ static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct
      * on every cached open. */
     BPF_CORE_READ_INTO(&root, bpf_get_current_task_btf()->fs, root);
     h = mix(cgid, (__u64)dentry);
-    h = mix(h, (__u64)mnt);
     h = mix(h, (__u64)root.dentry);
     h = mix(h, (__u64)root.mnt);
     h = mix(h, ((__u64)rs << 32) | ms);
-    h = mix(h, *gen);
-    return h & ~CACHE_BITS;
+    return mix(h, *gen);
+}
+
+/* The tag of a decision through mount `mnt` (NULL: through every mount of
+ * the file's filesystem, see global_dentry), or 0 for none. */
+static __always_inline __u64 tag_for(__u64 base, struct vfsmount *mnt)
+{
+    return base ? mix(base, (__u64)mnt) & ~CACHE_BITS : 0;
+}
+
+/* What a decision for job `cgid` on (dentry, mnt) depends on, or 0 if a
+ * rename or mount change is under way. */
+static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct vfsmount *mnt)
+{
+    return tag_for(cache_base(cgid, dentry), mnt);
 }
 
 /* Whether the job's slot holds `need` under `tag`. */
@@ -108,6 +120,30 @@ static __always_inline void cache_put(struct fs_cache *c, __u64 cgid, __u64 tag,
         bits |= old & CACHE_BITS;
     *(volatile __u64 *)slot = tag | bits;
 }
+
+/* The file a task created last, with the write that allowed it through its
+ * mount. `tar x`, `cp -p` and rsync set a new file's times right after
+ * writing it, and inode_setattr, which gets no mount, would otherwise walk
+ * its path through every mount of its filesystem (global_dentry). Kept on
+ * the task, not the inode: inode storage would cost every create an
+ * allocation. The record names the file by its dentry and inode, and the
+ * inode's number and generation, so a file that later reuses the freed
+ * objects' addresses doesn't match; its tag (cache_tag) voids it after any
+ * rename or mount change. */
+struct created {
+    __u64 dentry;
+    __u64 inode;
+    __u64 ino;
+    __u64 mnt;
+    __u64 tag;
+    __u32 generation;
+};
+struct {
+    __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, int);
+    __type(value, struct created);
+} last_created SEC(".maps");
 
 /* check_path for an open file, through the cache: `file` must be a BTF
  * pointer (a hook argument), for its inode's storage. */

@@ -45,7 +45,8 @@
  *                         `bind` rule grants the wildcard address.
  *
  * cgroup sock programs (per cgroup, outside the lsm_cgroup slot budget):
- *   sock_create         - records which job created each TCP/UDP socket.
+ *   sock_create         - records which job created each UDP socket (a TCP
+ *                         one's is read from the socket itself).
  *   bind4/6             - bind(2) of TCP/UDP: loopback addresses always (the
  *                         job's own); others only as the policy's `bind`
  *                         rules list them (a rule's port 0: any port).
@@ -83,17 +84,27 @@ struct {
     __uint(pinning, LIBBPF_PIN_BY_NAME);
 } net_rules SEC(".maps");
 
+/* The cgroup of the socket's creator. `sk` must be a BTF pointer (a hook
+ * argument, or a field of one), checked for NULL (the verifier takes
+ * socket.sk as maybe NULL): direct loads, not a helper call each, as
+ * connect and send pay for this. */
 static __always_inline __u64 sock_cgroup_id(struct sock *sk)
 {
-    return BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id);
+    return sk->sk_cgrp_data.cgroup->kn->id;
 }
 
 /* Fills key->kind/port/addr from an IPv4 or IPv6 sockaddr. Returns 0, or -1
  * for a protocol other than TCP and UDP. */
-static __always_inline int inet_key(struct confine_net_key *key, struct socket *sock,
-                                    struct sockaddr *address, __u16 family)
+static __always_inline int inet_key(struct confine_net_key *key, struct sock *sk, struct sockaddr *address,
+                                    __u16 family)
 {
-    __u16 proto = BPF_CORE_READ(sock, sk, sk_protocol);
+    __u16 proto = sk->sk_protocol;
+    /* One read for the port and the address: the hook's sockaddr is the
+     * kernel's copy, a struct sockaddr_storage (move_addr_to_kernel). */
+    union {
+        struct sockaddr_in v4;
+        struct sockaddr_in6 v6;
+    } a;
 
     if (proto == IPPROTO_TCP)
         key->kind = CONFINE_NET_TCP;
@@ -102,18 +113,15 @@ static __always_inline int inet_key(struct confine_net_key *key, struct socket *
     else
         return -1;
 
+    bpf_probe_read_kernel(&a, sizeof(a), address);
     if (family == AF_INET) {
-        struct sockaddr_in *sin = (void *)address;
-
-        key->port = bpf_ntohs(BPF_CORE_READ(sin, sin_port));
+        key->port = bpf_ntohs(a.v4.sin_port);
         key->addr[10] = 0xff;
         key->addr[11] = 0xff;
-        bpf_probe_read_kernel(&key->addr[12], 4, &sin->sin_addr);
+        __builtin_memcpy(&key->addr[12], &a.v4.sin_addr, 4);
     } else {
-        struct sockaddr_in6 *sin6 = (void *)address;
-
-        key->port = bpf_ntohs(BPF_CORE_READ(sin6, sin6_port));
-        bpf_probe_read_kernel(key->addr, 16, &sin6->sin6_addr);
+        key->port = bpf_ntohs(a.v6.sin6_port);
+        __builtin_memcpy(key->addr, &a.v6.sin6_addr, 16);
     }
     return 0;
 }
@@ -208,13 +216,12 @@ static __always_inline int refuse_source_route(struct confine_job *job, __u64 cg
  * socket it would reach. `op` names a refusal. Sockets of other inet
  * protocols can't be made by a job (socket_create); one that got here
  * anyway is refused as what it is. */
-static __always_inline int check_inet(struct confine_job *job, struct socket *sock, struct sockaddr *address,
+static __always_inline int check_inet(struct confine_job *job, struct sock *sk, struct sockaddr *address,
                                       __u16 family, struct confine_net_key *key, __u16 op)
 {
-    if (inet_key(key, sock, address, family) != 0)
-        return refuse_socket(job, key->cgroup_id, op, family, BPF_CORE_READ(sock, type),
-                             BPF_CORE_READ(sock, sk, sk_protocol));
-    if (rule_allows(key, CONFINE_NET_CONNECT) || is_loopback(key->addr))
+    if (inet_key(key, sk, address, family) != 0)
+        return refuse_socket(job, key->cgroup_id, op, family, sk->sk_type, sk->sk_protocol);
+    if (is_loopback(key->addr) || rule_allows(key, CONFINE_NET_CONNECT))
         return ALLOW;
     report_inet(job, key, op);
     return verdict(job);
@@ -245,23 +252,26 @@ static __always_inline int check_autobind(struct confine_job *job, __u64 cgid, s
 SEC("lsm_cgroup/socket_connect")
 int BPF_PROG(confine_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen)
 {
+    struct sock *sk = sock->sk;
     struct confine_net_key key = {};
     struct confine_job *job;
     __u16 family;
 
-    key.cgroup_id = sock_cgroup_id(BPF_CORE_READ(sock, sk));
+    if (!sk)
+        return DENY;
+    key.cgroup_id = sock_cgroup_id(sk);
     job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
     if (!job)
         return DENY;
 
-    family = BPF_CORE_READ(address, sa_family);
+    family = address->sa_family;
     switch (family) {
     case AF_UNSPEC: /* dissolves a UDP association; reaches nobody */
     case AF_UNIX:   /* decided on the peer by the unix_* hooks below */
         return ALLOW;
     case AF_INET:
     case AF_INET6:
-        return check_inet(job, sock, address, family, &key, CONFINE_OP_CONNECT);
+        return check_inet(job, sk, address, family, &key, CONFINE_OP_CONNECT);
     default:
         return refuse_family(job, key.cgroup_id, family, CONFINE_OP_CONNECT);
     }
@@ -323,19 +333,21 @@ static __always_inline bool routes_elsewhere(struct msghdr *msg)
 SEC("lsm_cgroup/socket_sendmsg")
 int BPF_PROG(confine_socket_sendmsg, struct socket *sock, struct msghdr *msg, int size)
 {
-    struct sock *sk = BPF_CORE_READ(sock, sk);
-    struct sockaddr *address = BPF_CORE_READ(msg, msg_name);
+    struct sock *sk = sock->sk;
+    struct sockaddr *address = msg->msg_name;
     struct confine_net_key key = {};
     struct confine_job *job;
     __u16 family, sock_family;
 
     /* Decided by the socket's family: unix datagrams by unix_may_send on the
      * peer, other families by socket_create. */
-    sock_family = BPF_CORE_READ(sk, __sk_common.skc_family);
+    if (!sk)
+        return DENY;
+    sock_family = sk->__sk_common.skc_family;
     if (sock_family != AF_INET && sock_family != AF_INET6)
         return ALLOW;
     /* The common case, a plain send on a connected socket. */
-    if (!address && !BPF_CORE_READ(msg, msg_controllen) && BPF_CORE_READ(sk, __sk_common.skc_num))
+    if (!address && !msg->msg_controllen && sk->__sk_common.skc_num)
         return ALLOW;
     key.cgroup_id = sock_cgroup_id(sk);
     job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
@@ -352,7 +364,7 @@ int BPF_PROG(confine_socket_sendmsg, struct socket *sock, struct msghdr *msg, in
         if (family != AF_INET && family != AF_INET6)
             return refuse_family(job, key.cgroup_id, family, CONFINE_OP_SENDMSG);
         /* The destination first: a refused one is what the log should say. */
-        if (check_inet(job, sock, address, family, &key, CONFINE_OP_SENDMSG) != ALLOW)
+        if (check_inet(job, sk, address, family, &key, CONFINE_OP_SENDMSG) != ALLOW)
             return DENY;
         /* To loopback, the autobind is the job's own business: nothing from
          * off the machine reaches the socket (confine_ingress). */
@@ -424,11 +436,13 @@ int BPF_PROG(confine_sctp_bind_connect, struct sock *sk, int optname, struct soc
 SEC("lsm/socket_listen")
 int BPF_PROG(confine_socket_listen, struct socket *sock, int backlog)
 {
-    struct sock *sk = BPF_CORE_READ(sock, sk);
+    struct sock *sk = sock->sk;
     struct confine_job *job;
     __u16 family;
     __u64 cgid;
 
+    if (!sk)
+        return 0;
     job = sock_job(sk, &cgid);
     if (!job)
         return 0;
@@ -449,7 +463,9 @@ int BPF_PROG(confine_socket_setsockopt, struct socket *sock, int level, int optn
         !(level == SOL_IPV6 && (optname == IPV6_RTHDR || optname == IPV6_2292RTHDR ||
                                 optname == IPV6_2292PKTOPTIONS || optname == IPV6_FLOWLABEL_MGR)))
         return 0;
-    sk = BPF_CORE_READ(sock, sk);
+    sk = sock->sk;
+    if (!sk)
+        return 0;
     job = sock_job(sk, &cgid);
     if (!job)
         return 0;
@@ -459,8 +475,11 @@ int BPF_PROG(confine_socket_setsockopt, struct socket *sock, int level, int optn
 
 /* ---- cgroup sock programs (per cgroup, no lsm_cgroup slot) ---------------- */
 
-/* The job that created each TCP/UDP socket (its cgroup id), set when the
- * socket is created and gone with it. */
+/* The job that created each UDP socket (its cgroup id), set when the
+ * socket is created and gone with it. A sock_addr program reaches a TCP
+ * socket's own record of its creator's cgroup (sk_cgrp_data) through
+ * bpf_skc_to_tcp_sock; a UDP one it can't on 6.1 (bpf_skc_to_udp6_sock is
+ * IPv6 only), so UDP pays for this storage and TCP doesn't. */
 struct {
     __uint(type, BPF_MAP_TYPE_SK_STORAGE);
     __uint(map_flags, BPF_F_NO_PREALLOC);
@@ -474,17 +493,36 @@ int confine_sock_create(struct bpf_sock *sk)
 {
     __u64 cgid = bpf_get_current_cgroup_id();
 
-    bpf_sk_storage_get(&sock_owner, sk, &cgid, BPF_SK_STORAGE_GET_F_CREATE);
+    if (sk->protocol == IPPROTO_UDP)
+        bpf_sk_storage_get(&sock_owner, sk, &cgid, BPF_SK_STORAGE_GET_F_CREATE);
     return 1;
+}
+
+/* The cgroup id of a TCP or UDP socket's creator, or 0 if unknown (a UDP
+ * socket made before the job's programs were attached). */
+static __always_inline __u64 sock_owner_id(struct bpf_sock *sk)
+{
+    struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+    __u64 *owner, id;
+
+    if (tp) {
+        id = tp->inet_conn.icsk_inet.sk.sk_cgrp_data.cgroup->kn->id;
+        /* Else clang makes this load and the one below a single load from
+         * either pointer, which the verifier refuses. */
+        barrier_var(id);
+        return id;
+    }
+    owner = bpf_sk_storage_get(&sock_owner, sk, 0, 0);
+    return owner ? *owner : 0;
 }
 
 /* The job of the socket a sock_addr program runs for: its creator's, which
  * is also the current task's unless the job passed the socket on. */
 static __always_inline struct confine_job *sock_addr_job(struct bpf_sock_addr *ctx, __u64 *cgid)
 {
-    __u64 *owner = bpf_sk_storage_get(&sock_owner, ctx->sk, 0, 0);
-
-    *cgid = owner ? *owner : bpf_get_current_cgroup_id();
+    *cgid = sock_owner_id(ctx->sk);
+    if (!*cgid)
+        *cgid = bpf_get_current_cgroup_id();
     return bpf_map_lookup_elem(&jobs, cgid);
 }
 
@@ -529,7 +567,6 @@ static __always_inline enum reach socket_at(struct bpf_sock_addr *ctx, const str
     struct bpf_sock_tuple t = {};
     struct bpf_sock *sk;
     __u32 len;
-    __u64 *owner;
     bool own;
 
     if (is_v4_mapped(key->addr)) { /* the kernel connects these over IPv4 */
@@ -547,8 +584,7 @@ static __always_inline enum reach socket_at(struct bpf_sock_addr *ctx, const str
         sk = bpf_sk_lookup_udp(ctx, &t, len, BPF_F_CURRENT_NETNS, 0);
     if (!sk)
         return REACH_NOBODY;
-    owner = bpf_sk_storage_get(&sock_owner, sk, 0, 0);
-    own = owner && *owner == key->cgroup_id;
+    own = sock_owner_id(sk) == key->cgroup_id;
     bpf_sk_release(sk);
     return own ? REACH_OWN : REACH_OTHER;
 }
@@ -599,6 +635,15 @@ int confine_bind6(struct bpf_sock_addr *ctx)
 
 #define ECONNREFUSED 111
 
+/* TCP Fast Open connects from sendto(MSG_FASTOPEN), with fastopen_req set
+ * for the while: audited as the sendmsg it is, as socket_sendmsg does. */
+static __always_inline __u16 connect_op(struct bpf_sock_addr *ctx)
+{
+    struct tcp_sock *tp = bpf_skc_to_tcp_sock(ctx->sk);
+
+    return tp && tp->fastopen_req ? CONFINE_OP_SENDMSG : CONFINE_OP_CONNECT;
+}
+
 /* connect and sendto to a loopback destination that no `connect` rule
  * lists (socket_connect/socket_sendmsg let those through): allowed only if
  * the socket it reaches is the job's. Deciding on the socket itself, not on
@@ -616,20 +661,24 @@ int confine_bind6(struct bpf_sock_addr *ctx)
  * bound to a device (SO_BINDTODEVICE: the helpers look up with ifindex
  * 0): refusing keeps those out of reach too. Audit mode, which lets the
  * connection through, records it (reason nothing_listening), as it does
- * every refusal enforce mode would make. */
-static __always_inline int check_loopback(struct bpf_sock_addr *ctx, __u16 family, __u16 op)
+ * every refusal enforce mode would make. `connect`: run for a connect (or
+ * a Fast Open send), not a UDP send. */
+static __always_inline int check_loopback(struct bpf_sock_addr *ctx, __u16 family, bool connect)
 {
     struct confine_net_key key = {};
     struct confine_job *job = sock_addr_job(ctx, &key.cgroup_id);
     enum reach reach;
+    __u16 op;
 
     if (!job)
         return DENY;
-    if (!sock_addr_key(ctx, family, &key) || !is_loopback(key.addr) || rule_allows(&key, CONFINE_NET_CONNECT))
+    if (!sock_addr_key(ctx, family, &key) || !is_loopback(key.addr))
         return ALLOW;
+    /* The job's own server first: the common case, and no rule lookup. */
     reach = socket_at(ctx, &key);
-    if (reach == REACH_OWN)
+    if (reach == REACH_OWN || rule_allows(&key, CONFINE_NET_CONNECT))
         return ALLOW;
+    op = connect ? connect_op(ctx) : CONFINE_OP_SENDMSG;
     if (reach == REACH_NOBODY && (job->flags & CONFINE_JOB_AUDIT)) {
         report_inet_why(job, &key, op, key.kind == CONFINE_NET_UDP ? IPPROTO_UDP : IPPROTO_TCP,
                         CONFINE_REASON_NOTHING_LISTENING);
@@ -643,37 +692,28 @@ static __always_inline int check_loopback(struct bpf_sock_addr *ctx, __u16 famil
     return verdict(job);
 }
 
-/* TCP Fast Open connects from sendto(MSG_FASTOPEN), with fastopen_req set
- * for the while: audited as the sendmsg it is, as socket_sendmsg does. */
-static __always_inline __u16 connect_op(struct bpf_sock_addr *ctx)
-{
-    struct tcp_sock *tp = bpf_skc_to_tcp_sock(ctx->sk);
-
-    return tp && tp->fastopen_req ? CONFINE_OP_SENDMSG : CONFINE_OP_CONNECT;
-}
-
 SEC("cgroup/connect4")
 int confine_connect4(struct bpf_sock_addr *ctx)
 {
-    return check_loopback(ctx, AF_INET, connect_op(ctx));
+    return check_loopback(ctx, AF_INET, true);
 }
 
 SEC("cgroup/connect6")
 int confine_connect6(struct bpf_sock_addr *ctx)
 {
-    return check_loopback(ctx, AF_INET6, connect_op(ctx));
+    return check_loopback(ctx, AF_INET6, true);
 }
 
 SEC("cgroup/sendmsg4")
 int confine_sendmsg4(struct bpf_sock_addr *ctx)
 {
-    return check_loopback(ctx, AF_INET, CONFINE_OP_SENDMSG);
+    return check_loopback(ctx, AF_INET, false);
 }
 
 SEC("cgroup/sendmsg6")
 int confine_sendmsg6(struct bpf_sock_addr *ctx)
 {
-    return check_loopback(ctx, AF_INET6, CONFINE_OP_SENDMSG);
+    return check_loopback(ctx, AF_INET6, false);
 }
 
 /* ---- inbound -------------------------------------------------------------- */
@@ -849,5 +889,9 @@ int BPF_PROG(confine_unix_stream_connect, struct sock *sock, struct sock *other,
 SEC("lsm_cgroup/unix_may_send")
 int BPF_PROG(confine_unix_may_send, struct socket *sock, struct socket *other)
 {
-    return check_unix_peer(BPF_CORE_READ(sock, sk), BPF_CORE_READ(other, sk), CONFINE_OP_SENDMSG);
+    struct sock *sk = sock->sk, *peer = other->sk;
+
+    if (!sk || !peer)
+        return DENY;
+    return check_unix_peer(sk, peer, CONFINE_OP_SENDMSG);
 }

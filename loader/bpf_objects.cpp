@@ -56,16 +56,20 @@ struct Feature {
     // object loaded needs, without parsing its ELF.
     uint64_t hash;
     std::span<const confine_cgroup_prog> cgroup_progs;
+    std::span<const char* const> global_progs;
+    std::span<const char* const> shared_maps;
     Parent parent = Parent::Jobs;
 };
+#define CONFINE_MANIFEST(name) name##_bpf_hash, name##_bpf_cgroup_progs, name##_bpf_global_progs, name##_bpf_shared_maps
 // Every object whose programs attach to cgroups.
 const Feature kFeatures[] = {
-    {"fs", open_skeleton<fs_bpf, fs_bpf__open_opts, fs_bpf__destroy>, fs_bpf_hash, fs_bpf_cgroup_progs},
-    {"net", open_skeleton<net_bpf, net_bpf__open_opts, net_bpf__destroy>, net_bpf_hash, net_bpf_cgroup_progs},
-    {"proc", open_skeleton<proc_bpf, proc_bpf__open_opts, proc_bpf__destroy>, proc_bpf_hash, proc_bpf_cgroup_progs},
-    {"proxy", open_skeleton<proxy_bpf, proxy_bpf__open_opts, proxy_bpf__destroy>, proxy_bpf_hash,
-     proxy_bpf_cgroup_progs, Parent::Proxies},
+    {"fs", open_skeleton<fs_bpf, fs_bpf__open_opts, fs_bpf__destroy>, CONFINE_MANIFEST(fs)},
+    {"net", open_skeleton<net_bpf, net_bpf__open_opts, net_bpf__destroy>, CONFINE_MANIFEST(net)},
+    {"proc", open_skeleton<proc_bpf, proc_bpf__open_opts, proc_bpf__destroy>, CONFINE_MANIFEST(proc)},
+    {"proxy", open_skeleton<proxy_bpf, proxy_bpf__open_opts, proxy_bpf__destroy>, CONFINE_MANIFEST(proxy),
+     Parent::Proxies},
 };
+#undef CONFINE_MANIFEST
 const char* const kMapNames[] = {"jobs", "rings", "fs_rules", "fs_names", "net_rules", "job_keys", "proxies"};
 static_assert(std::size(kMapNames) == static_cast<size_t>(Map::Count));
 
@@ -92,13 +96,16 @@ bool is_global(bpf_program* prog) {
     return bpf_program__expected_attach_type(prog) == BPF_LSM_MAC;
 }
 
-std::string pin_path(const std::string& dir, bpf_program* prog) {
-    return dir + "/" + (is_global(prog) ? "link_" : "") + bpf_program__name(prog);
+std::string pin_path(const std::string& dir, const char* prog, bool global) {
+    return dir + "/" + (global ? "link_" : "") + prog;
 }
 
 // Pinned last, once every program of the feature that belongs on this
 // kernel is pinned: a load interrupted halfway leaves no marker, and is done
-// again by the next confine.
+// again by the next confine. It is a one-entry array holding the number of
+// global programs the load linked, which only a load knows (which hooks the
+// kernel has: kernel_variants.cpp): a start counts their link pins against
+// it (loaded_whole).
 std::string ready_marker(const std::string& dir, const char* feature) {
     return dir + "/" + feature + "_ready";
 }
@@ -121,10 +128,10 @@ Result<void> load_and_pin(const Opened& o, const char* name, const std::string& 
     // Maps are created and pinned by name, or reused if already pinned.
     if (int err = bpf_object__load(obj); err)
         return fail(with_libbpf_log(Error::sys(std::string("bpf: loading object ") + name, -err)));
-    bpf_program* marked = nullptr;
+    uint32_t links = 0;
     bpf_object__for_each_program(prog, obj) {
         if (!bpf_program__autoload(prog)) continue;
-        std::string pin = pin_path(dir, prog);
+        std::string pin = pin_path(dir, bpf_program__name(prog), is_global(prog));
         int err;
         if (is_global(prog)) {
             bpf_link* link = bpf_program__attach_lsm(prog);
@@ -133,25 +140,60 @@ Result<void> load_and_pin(const Opened& o, const char* name, const std::string& 
             err = replace_pin(pin, [&](const char* at) { return bpf_link__pin(link, at); });
             bpf_link__disconnect(link);  // the pin keeps it attached
             bpf_link__destroy(link);
+            links++;
         } else {
             err = replace_pin(pin, [&](const char* at) { return bpf_program__pin(prog, at); });
         }
         if (err) return fail(with_libbpf_log(Error::sys("bpf: pinning " + pin, -err)));
-        marked = prog;
     }
-    // The marker is a second pin of a program: bpffs holds nothing else.
     std::string marker = ready_marker(dir, name);
-    if (!marked || replace_pin(marker, [&](const char* at) { return bpf_program__pin(marked, at); }) != 0)
-        return fail(with_libbpf_log(Error::sys("bpf: pinning " + marker)));
+    Fd count(bpf_map_create(BPF_MAP_TYPE_ARRAY, "confine_ready", sizeof(uint32_t), sizeof(links), 1, nullptr));
+    uint32_t key = 0;
+    if (!count || bpf_map_update_elem(count.get(), &key, &links, BPF_ANY) != 0 ||
+        replace_pin(marker, [&](const char* at) { return bpf_obj_pin(count.get(), at); }) != 0)
+        return fail(Error::sys("bpf: pinning " + marker));
     return {};
 }
 
-// Loads and pins one feature object unless its ready marker is pinned, and
+// Whether a feature is loaded, and still whole: its ready marker pinned and
+// every global link it counted still pinned. Unpinning a link detaches its
+// program (only root can: the pins are 0700), and the marker alone would
+// let jobs start without that hook.
+bool loaded_whole(const Feature& f, const std::string& dir) {
+    Fd marker(bpf_obj_get(ready_marker(dir, f.name).c_str()));
+    uint32_t key = 0, links = 0, pinned = 0;
+    if (!marker || bpf_map_lookup_elem(marker.get(), &key, &links) != 0) return false;
+    for (const char* prog : f.global_progs) pinned += access(pin_path(dir, prog, true).c_str(), F_OK) == 0;
+    return pinned == links;
+}
+
+// A feature about to be loaded makes each of its shared maps that isn't
+// pinned; a feature already loaded keeps using its own. If both name one,
+// the two would split a job's state (a `jobs` entry one of them never
+// sees): refused, naming the map, until the build's pins are removed.
+Result<void> check_shared_maps(const Feature& f, const std::string& dir, const std::map<const Feature*, bool>& whole) {
+    for (const char* m : f.shared_maps) {
+        std::string pin = dir + "/" + m;
+        if (access(pin.c_str(), F_OK) == 0) continue;
+        for (const auto& [other, loaded] : whole) {
+            if (other == &f || !loaded) continue;
+            if (std::ranges::any_of(other->shared_maps, [&](const char* n) { return std::string_view(n) == m; }))
+                return fail(
+                    Error::msg(fmt::format("bpf: the pinned map {} is gone, but the loaded {} programs still use "
+                                           "theirs; loading {} would give it another",
+                                           pin, other->name, f.name))
+                        .hint(fmt::format("Once no job runs, remove {} (or reboot), then run again", dir)));
+        }
+    }
+    return {};
+}
+
+// Loads and pins one feature object unless it is loaded whole, and
 // attaches its cgroup programs to `cgroup_fd`. Adds their ids to `ids`;
 // sets `loaded` if it loaded.
-Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_fd,
+Result<void> open_feature(const Feature& f, bool whole, const std::string& dir, int cgroup_fd,
                           std::map<bpf_attach_type, std::vector<uint32_t>>& ids, bool& loaded) {
-    if (access(ready_marker(dir, f.name).c_str(), F_OK) != 0) {
+    if (!whole) {
         LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = dir.c_str());
         const Opened o = f.open(&opts);
         if (!o.obj) return fail(with_libbpf_log(Error::sys(std::string("bpf: opening object ") + f.name)));
@@ -161,7 +203,7 @@ Result<void> open_feature(const Feature& f, const std::string& dir, int cgroup_f
     // Only global programs vary with the kernel: every cgroup program must
     // be pinned.
     for (const confine_cgroup_prog& prog : f.cgroup_progs) {
-        std::string pin = dir + "/" + prog.name;
+        std::string pin = pin_path(dir, prog.name, false);
         Fd fd(bpf_obj_get(pin.c_str()));
         if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));
         if (auto r = attach_to_parent(fd.get(), prog.name, prog.type, cgroup_fd); !r) return r;
@@ -223,10 +265,15 @@ Result<BpfObjects> BpfObjects::open() {
         parents[which].cgroup.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (!parents[which].cgroup) return fail(Error::sys("cgroup: opening " + path));
     }
+    std::map<const Feature*, bool> whole;
+    for (const Feature& f : kFeatures) whole[&f] = loaded_whole(f, o.dir_);
+    for (const Feature& f : kFeatures)
+        if (!whole[&f])
+            if (auto r = check_shared_maps(f, o.dir_, whole); !r) return fail(r.error());
     bool loaded = false;
     for (const Feature& f : kFeatures) {
         Attached& a = parents[f.parent];
-        if (auto r = open_feature(f, o.dir_, a.cgroup.get(), a.ids, loaded); !r) return fail(r.error());
+        if (auto r = open_feature(f, whole[&f], o.dir_, a.cgroup.get(), a.ids, loaded); !r) return fail(r.error());
     }
     if (loaded)
         for (auto& [which, a] : parents)

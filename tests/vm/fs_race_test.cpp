@@ -179,6 +179,54 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
 }
 
+// Times-only changes (inode_setattr) get no mount and are decided through
+// every mount of the file's filesystem; the decision is kept on the file
+// (every mount allowed it), and a create's own is kept on the task, for the
+// times tar sets next. Neither may outlive a rename: after the directory
+// moves under a denied one, both files are refused, in the same process.
+TEST_F(FsRaceTest, ATimesDecisionDoesNotOutliveARename) {
+    const std::string secret = work() + "/secret", pub = work() + "/pub";
+    make_dir(secret);
+    auto cmd = [&](const std::string& helper) {
+        // Touches old twice (the second from the cache), creates new, waits
+        // for go, then touches both at their new paths.
+        return fmt::format(
+            "{} --op-comm utimes,pub/old,now utimes,pub/old,now open,pub/new,w+creat wait,go "
+            "utimes,secret/pub/new,now utimes,secret/pub/old,now",
+            helper);
+    };
+    auto play = [&](auto&& begin, auto&& end) {
+        make_dir(pub, 0777);
+        write_file(pub + "/old", "");
+        chown((pub + "/old").c_str(), test_user().uid, test_user().gid);
+        auto handle = begin();
+        EXPECT_TRUE(wait_until([&] { return exists(pub + "/new"); }, 60));
+        EXPECT_EQ(rename(pub.c_str(), (secret + "/pub").c_str()), 0) << strerror(errno);
+        write_file(work() + "/go", "");
+        Result r = end(handle);
+        std::filesystem::remove_all(secret + "/pub");
+        unlink((work() + "/go").c_str());
+        return r;
+    };
+    const std::string helper = install_helper(work());
+
+    Result control = play([&] { return start_unconfined(cmd(helper)); }, [](Process& p) { return p.wait(); });
+    EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok", "ok", "ok"}))
+        << control.describe();
+
+    Result r = play(
+        [&] {
+            return start({.policy = make_policy({.deny = {secret}}), .argv = {"/bin/sh", "-c", cmd(helper)}});
+        },
+        [&](Started& s) { return finish(s); });
+    EXPECT_EQ(parse_ops(r.out).by_index,
+              (std::vector<std::string>{"ok", "ok", "ok", "ok", "utimes:EPERM", "utimes:EPERM"}))
+        << r.describe();
+    EXPECT_DENIAL(r, "setattr", secret + "/pub/new", "op4");
+    EXPECT_DENIAL(r, "setattr", secret + "/pub/old", "op5");
+    EXPECT_EQ(r.audit.size(), 2u) << r.describe();
+}
+
 // A directory's slot in the cache can say that every name in it may be
 // created or removed, when no rule lies below it (docs/design.md). A name a
 // rule singles out keeps its own decision, even in a directory where names

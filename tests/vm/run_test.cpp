@@ -22,7 +22,11 @@ namespace {
 
 constexpr auto npos = std::string::npos;
 
-using RunTest = VmTest;
+class RunTest : public VmTest {
+protected:
+    std::string loaded_build();
+    void expect_mkdir_outside_refused();
+};
 
 std::vector<std::string> lines(const std::string& s) {
     std::vector<std::string> out;
@@ -416,23 +420,18 @@ TEST_F(RunTest, NothingIsLeftAttachedOrMappedAfterTheJob) {
     EXPECT_TRUE(after.empty()) << fmt::format("maps still holding cgroup {}: {}", cgid, fmt::join(after, ", "));
 }
 
-// A confine killed while loading leaves some pins but no ready marker; the
-// next confine loads again, and its job is enforced. Unpinning a global
-// program's link detaches it, so here mkdir goes unguarded until that load.
-TEST_F(RunTest, ALoadInterruptedHalfwayIsDoneAgain) {
-    Result first = run_confined("", "true");  // loads and pins, if no test did yet
-    ASSERT_EQ(first.status, 0) << first.describe();
-    std::string dir;  // /sys/fs/bpf/confine/<build tag>
+// The build's pins, /sys/fs/bpf/confine/<build tag>, after a first run
+// (which loads them if no test did yet); "" if there are none.
+std::string RunTest::loaded_build() {
+    EXPECT_EQ(run_confined("", "true").status, 0);
     for (const auto& e : std::filesystem::directory_iterator("/sys/fs/bpf/confine"))
-        if (exists(e.path().string() + "/fs_ready")) dir = e.path().string();
-    ASSERT_FALSE(dir.empty()) << "no fs_ready marker under /sys/fs/bpf/confine";
-    // The programs on the build's parent cgroup, which every job inherits.
-    const std::string parent = cgroup2_mount() + "/confine/" + dir.substr(dir.rfind('/') + 1);
-    Result before = bpftool({"cgroup", "show", parent});
-    ASSERT_EQ(before.status, 0) << before.describe();
-    for (const char* pin : {"/fs_ready", "/link_confine_path_mkdir"})
-        ASSERT_EQ(unlink((dir + pin).c_str()), 0) << dir << pin << ": " << strerror(errno);
+        if (exists(e.path().string() + "/fs_ready")) return e.path().string();
+    return "";
+}
 
+// A job that tries mkdir outside its workdir is refused and audited, as
+// the unconfined control shows it could otherwise.
+void RunTest::expect_mkdir_outside_refused() {
     const std::string outside = at("outside");
     make_dir(outside, 0777);
     Result control = run_unconfined(fmt::format("mkdir {0}/control && rmdir {0}/control", outside));
@@ -441,10 +440,64 @@ TEST_F(RunTest, ALoadInterruptedHalfwayIsDoneAgain) {
     EXPECT_NE(r.status, 0) << r.describe();
     EXPECT_FALSE(exists(outside + "/new"));
     EXPECT_DENIAL(r, "mkdir", outside + "/new", "mkdir");
+}
+
+// A confine killed while loading leaves some pins but no ready marker; the
+// next confine loads again, and its job is enforced. Unpinning a global
+// program's link detaches it, so here mkdir goes unguarded until that load.
+TEST_F(RunTest, ALoadInterruptedHalfwayIsDoneAgain) {
+    const std::string dir = loaded_build();
+    ASSERT_FALSE(dir.empty()) << "no fs_ready marker under /sys/fs/bpf/confine";
+    // The programs on the build's parent cgroup, which every job inherits.
+    const std::string parent = cgroup2_mount() + "/confine/" + dir.substr(dir.rfind('/') + 1);
+    Result before = bpftool({"cgroup", "show", parent});
+    ASSERT_EQ(before.status, 0) << before.describe();
+    for (const char* pin : {"/fs_ready", "/link_confine_path_mkdir"})
+        ASSERT_EQ(unlink((dir + pin).c_str()), 0) << dir << pin << ": " << strerror(errno);
+
+    expect_mkdir_outside_refused();
     for (const char* pin : {"/fs_ready", "/link_confine_path_mkdir"}) EXPECT_TRUE(exists(dir + pin)) << dir << pin;
     // The reload replaced the parent's programs instead of adding to them.
     Result after = bpftool({"cgroup", "show", parent});
     EXPECT_EQ(lines(after.out).size(), lines(before.out).size()) << before.describe() << after.describe();
+}
+
+// Root unpinning one global program's link detaches the program but leaves
+// the ready marker. A start counts the links against the marker's count,
+// finds one gone, and loads again before the job runs.
+TEST_F(RunTest, AGlobalProgramsLinkUnpinnedIsLinkedAgain) {
+    const std::string dir = loaded_build();
+    ASSERT_FALSE(dir.empty()) << "no fs_ready marker under /sys/fs/bpf/confine";
+    const std::string link = dir + "/link_confine_path_mkdir";
+    ASSERT_EQ(unlink(link.c_str()), 0) << link << ": " << strerror(errno);
+
+    expect_mkdir_outside_refused();
+    EXPECT_TRUE(exists(link));
+}
+
+// With `jobs` unpinned and fs's marker gone too, loading fs would make it a
+// new `jobs` map while net and proc keep theirs, and their hooks would not
+// see the job. The start refuses instead, naming the map and the remedy,
+// and runs nothing; doing as it says makes a whole load again.
+TEST_F(RunTest, ASharedMapUnpinnedUnderLoadedProgramsIsRefused) {
+    const std::string dir = loaded_build();
+    ASSERT_FALSE(dir.empty()) << "no fs_ready marker under /sys/fs/bpf/confine";
+    const std::string ran = work() + "/ran";
+    Result control = run_confined("", "touch " + ran);
+    ASSERT_EQ(control.status, 0) << control.describe();
+    ASSERT_TRUE(exists(ran));
+    unlink(ran.c_str());
+    for (const char* pin : {"/jobs", "/fs_ready"})
+        ASSERT_EQ(unlink((dir + pin).c_str()), 0) << dir << pin << ": " << strerror(errno);
+
+    Result r = run_confined("", "touch " + ran);
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_NE(r.err.find("the pinned map " + dir + "/jobs is gone"), npos) << r.describe();
+    EXPECT_NE(r.err.find("remove " + dir), npos) << r.describe();
+    EXPECT_FALSE(exists(ran)) << "the job ran half-confined";
+
+    std::filesystem::remove_all(dir);
+    expect_mkdir_outside_refused();
 }
 
 // ---- confine check ---------------------------------------------------------------
