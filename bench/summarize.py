@@ -307,8 +307,9 @@ p("""## Notes
   components). `stat` passes no confine hook and is a control: its ratio
   shows the noise floor. `touch` sets the file's times (`utimensat`, as
   `tar x` and `make` do), which `inode_setattr` decides: it gets the file
-  but no mount, so it is decided through every mount of the file's
-  filesystem, with no cache. `connect` includes socket, accept and close;
+  but no mount, so a first decision goes through every mount of the
+  file's filesystem, and the next ones come from the file's cache slot.
+  `connect` includes socket, accept and close;
   the listener is the job's own (always allowed on loopback).
 - **Outside jobs** compares an unconfined process while this build's programs
   are loaded and attached with the same process after they are removed
@@ -382,27 +383,34 @@ p("""## Notes
     rule singles one out below it (design.md), so creating and removing a
     file no longer walks its path: `path_mknod` and `path_unlink` each do
     a cache lookup. What is left is three hooks' dispatch (`path_mknod`,
-    `path_unlink`, and `file_open` for the created file).
-  - *`touch`, `tar x`*: `tar x` sets each extracted file's times, which
-    `inode_setattr` decides with no cache: it gets no mount, so it walks
-    the file's path through every mount of its filesystem. Reading each
-    component's parent and name in one helper call, and each mount's root
-    once, took `inode_setattr` in `tar x` from 7,283 to 5,242
-    instruction-ns a file (6.12, `5bc4dca` against `1f64695`); every
-    uncached decision walks the same way (`file_open` in `git log -p`:
-    2,687 to 2,153 a run). Two ways to skip the walk were measured. Deciding the file as an entry of
-    its directory, through the directory's slot, cut it to 1,900, but
-    7.2's verifier refuses the directory's inode reached through
-    `d_parent` as a storage key. Having the creating open fill the new
-    file's own slot also cut it to 1,900, but allocating that storage
-    added about 1,800 to every created file's `file_open`, so creates got
-    slower. Still open: a cheaper hand-over from the create to the file.
+    `path_unlink`, and `file_open` for the created file, which also
+    records the file for the times set next: below).
+  - *`touch`, `tar x`*: `inode_setattr` gets no mount, so an uncached
+    decision walks the file's path through every mount of its filesystem
+    (5,242 instruction-ns a call in `tar x` at `1f64695`). A decision
+    through every mount is now kept on the file (design.md, "The decision
+    cache"), so a repeated `touch` costs 878 instead of 6,187. `tar x`
+    sets each new file's times once: allocating the file's cache slot
+    then would cost every create more than the walk it saves, so the
+    creating open records the file and its allowed mount on the task, and
+    `inode_setattr` takes that record where the filesystem has one mount.
+    That took `inode_setattr` in `tar x` to 2,271 a call, and cost every
+    create's own `file_open` 882 instead of 222. What is left of a hit is
+    listing the filesystem's mounts (a `bpf_loop` over the superblock's
+    list) and the tag's reads. In audit mode no create is recorded (it
+    may have passed unallowed), so each new file's times are walked.
   - *Connect* runs six programs on four kinds of hook: `socket_create`,
-    `sock_create` (which records the socket's job in socket storage,
-    an allocation per socket), `socket_connect`, `connect4` (which looks a
-    loopback destination up in the kernel's socket table to see whose it
-    is) and `ingress` for each packet. Reading the socket's cgroup from
-    the socket itself would remove `sock_create`.
+    `sock_create`, `socket_connect`, `connect4` (which looks a loopback
+    destination up in the kernel's socket table to see whose it is) and
+    `ingress` for each packet. A TCP socket's job is now read from the
+    socket itself (`sk_cgrp_data`, through `bpf_skc_to_tcp_sock`), so
+    `sock_create` no longer allocates socket storage for it (1,106 to
+    85); `socket_connect` reads the socket and address with plain loads
+    and one copy (1,496 to 375); `connect4` asks the socket table before
+    the rules, as a job's own server is the common case (1,376 to 786).
+    UDP keeps the storage: on 6.1 no helper reaches an IPv4 UDP socket's
+    cgroup from a `sock_addr` program. What is left is `connect4`'s
+    socket-table lookup and six programs' dispatch.
   - *Start*: where `confine run -- true` spends its time, timed inside
     it in a 6.12 guest (wall ms, TCG): looking up the user through NSS,
     whose modules glibc loads with dlopen (about 45); opening this build's
