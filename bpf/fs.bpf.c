@@ -113,24 +113,18 @@ static __always_inline bool discard_device(struct inode *inode)
     return rdev == ((1u << 20) | 3) || rdev == ((1u << 20) | 5) || rdev == ((1u << 20) | 7);
 }
 
-/* Records the file just created, whose create path_mknod allowed (struct
- * created). Not in audit mode, where the create may have passed unallowed. */
-static __always_inline void remember_created(__u64 cgid, struct file *file)
+/* Completes the task's record of the file it is creating (struct created),
+ * which path_mknod began with the dentry, mount and tag it allowed. */
+static __always_inline void remember_created(struct file *file)
 {
-    struct created *c =
-        bpf_task_storage_get(&last_created, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    struct task_fs *t = bpf_task_storage_get(&task_fs, bpf_get_current_task_btf(), 0, 0);
     struct inode *inode = file->f_inode;
-    struct path fp;
 
-    if (!c || !inode)
+    if (!t || !inode || t->made.inode || t->made.dentry != (__u64)BPF_CORE_READ(file, f_path.dentry))
         return;
-    BPF_CORE_READ_INTO(&fp, file, f_path);
-    c->dentry = (__u64)fp.dentry;
-    c->mnt = (__u64)fp.mnt;
-    c->inode = (__u64)BPF_CORE_READ(file, f_inode);
-    c->ino = inode->i_ino;
-    c->generation = inode->i_generation;
-    c->tag = cache_tag(cgid, fp.dentry, fp.mnt);
+    t->made.inode = (__u64)BPF_CORE_READ(file, f_inode);
+    t->made.ino = inode->i_ino;
+    t->made.generation = inode->i_generation;
 }
 
 SEC("lsm_cgroup/file_open")
@@ -154,8 +148,7 @@ int BPF_PROG(confine_file_open, struct file *file)
      * created without path_mknod, and are decided below. First, before
      * any read: every create pays for this hook. */
     if ((fmode & FMODE_CREATED) && !(flags & __O_TMPFILE)) {
-        if (!(job->flags & CONFINE_JOB_AUDIT))
-            remember_created(cgid, file);
+        remember_created(file);
         return ALLOW;
     }
     /* Direct loads through the hook's BTF pointers where the value isn't
@@ -187,13 +180,25 @@ SEC("lsm_cgroup/path_mknod")
 int BPF_PROG(confine_path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode,
              unsigned int dev)
 {
+    struct created made = {};
     struct confine_job *job;
+    struct task_fs *t;
     __u64 cgid;
+    int ret;
 
     job = current_job(&cgid);
     if (!job)
         return DENY;
-    return check_entry(job, cgid, dir, dentry, CONFINE_OP_CREATE, ENTRY_NEED);
+    ret = check_entry(job, cgid, dir, dentry, CONFINE_OP_CREATE, ENTRY_NEED, &made);
+    /* Begins the record of a create that file_open completes, for the
+     * times `tar x` sets next (struct created). Not in audit mode, where
+     * the create may have passed unallowed. */
+    if (ret != ALLOW || !made.tag || (job->flags & CONFINE_JOB_AUDIT))
+        return ret;
+    t = bpf_task_storage_get(&task_fs, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (t)
+        t->made = made;
+    return ret;
 }
 
 /* ---- global lsm hooks ---------------------------------------------------- */
@@ -210,7 +215,7 @@ static __always_inline int global_entry(const struct path *dir, struct dentry *d
     job = current_job(&cgid);
     if (!job)
         return 0;
-    return as_errno(check_entry(job, cgid, dir, dentry, op, need));
+    return as_errno(check_entry(job, cgid, dir, dentry, op, need, NULL));
 }
 
 /* The file at `path` must be writable. */
@@ -291,7 +296,8 @@ int BPF_PROG(confine_path_link, struct dentry *old_dentry, const struct path *ne
      * its own directory's decision. */
     ret = as_errno(
         check_path(job, cgid, old_dentry, BPF_CORE_READ(new_dir, mnt), CONFINE_OP_LINK, CONFINE_FS_WRITE));
-    return ret ? ret : as_errno(check_entry(job, cgid, new_dir, new_dentry, CONFINE_OP_LINK, ENTRY_NEED));
+    return ret ? ret
+               : as_errno(check_entry(job, cgid, new_dir, new_dentry, CONFINE_OP_LINK, ENTRY_NEED, NULL));
 }
 
 /* From include/uapi/asm-generic/mman-common.h and include/linux/mm.h. */
@@ -417,6 +423,13 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 #define ATTR_UID  0x2
 #define ATTR_GID  0x4
 #define ATTR_SIZE 0x8
+/* Whether the file's own slot, or the task's record of creating it, holds
+ * the write through `mnt` under `tag` (0: nothing may be kept). */
+static __always_inline bool write_kept(__u64 slot, __u64 tag, __u64 mnt, __u64 made_mnt, __u64 made_tag)
+{
+    return tag && (slot_has(slot, tag, CONFINE_FS_WRITE) || (made_mnt == mnt && made_tag == tag));
+}
+
 /* The file at `dentry` must be writable through every mount of its
  * filesystem in the task's mount namespace that resolves under the task's
  * root. Mounts in other namespaces (systemd services' private ones) don't
@@ -426,12 +439,15 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     struct task_struct *task = bpf_get_current_task_btf();
     struct inode *inode = dentry->d_inode;
     struct dentry *plain = NULL; /* dentry as a plain value, to hash */
-    struct created *made;
+    struct mnt_namespace *ns;
+    struct super_block *sb;
+    struct task_fs *t;
     struct fs_cache *c;
     struct sb_walk w = {};
     struct confine_job *job;
     struct resolved r;
-    __u64 cgid, base = 0, tag, slot = 0, made_mnt = 0, made_tag = 0;
+    __u64 cgid, base = 0, slot = 0, made_mnt = 0, made_tag = 0;
+    __u32 ms;
 
     job = current_job(&cgid);
     if (!job || kernel_override(task))
@@ -450,21 +466,43 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
         c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
         if (c)
             slot = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
-        if (base && (slot & ~CACHE_BITS) == tag_for(base, NULL) && (slot & CONFINE_FS_WRITE))
+        if (base && slot_has(slot, tag_for(base, NULL), CONFINE_FS_WRITE))
             return 0;
-        made = bpf_task_storage_get(&last_created, task, 0, 0);
-        if (made && made->dentry == (__u64)plain && made->inode == (__u64)BPF_CORE_READ(dentry, d_inode) &&
-            made->ino == inode->i_ino && made->generation == inode->i_generation) {
-            made_mnt = made->mnt;
-            made_tag = made->tag;
+    }
+    t = bpf_task_storage_get(&task_fs, task, 0, 0);
+    if (t && base && inode && t->made.dentry == (__u64)plain &&
+        t->made.inode == (__u64)BPF_CORE_READ(dentry, d_inode) && t->made.ino == inode->i_ino &&
+        t->made.generation == inode->i_generation) {
+        made_mnt = t->made.mnt;
+        made_tag = t->made.tag;
+    }
+    /* The filesystem's mounts here: the one the task last found, if no
+     * mount changed since, or listed now. */
+    sb = BPF_CORE_READ(dentry, d_sb);
+    ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
+    ms = seq_of(&mount_lock);
+    if (t && t->one.seq == ms && !(ms & 1) && t->one.sb == (__u64)sb && t->one.ns == (__u64)ns) {
+        w.n = 1;
+        w.found[0] = (void *)t->one.mnt;
+    } else {
+        if (!sb_mounts_in(sb, ns, &w))
+            return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS));
+        if (t && w.n == 1 && !(ms & 1) && seq_of(&mount_lock) == ms) {
+            t->one.sb = (__u64)sb;
+            t->one.ns = (__u64)ns;
+            t->one.mnt = (__u64)w.found[0];
+            t->one.seq = ms;
         }
     }
-    if (!sb_mounts_in(BPF_CORE_READ(dentry, d_sb), BPF_CORE_READ(task, nsproxy, mnt_ns), &w))
-        return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS));
-    tag = tag_for(base, w.found[0]);
-    if (w.n == 1 && tag &&
-        (((slot & ~CACHE_BITS) == tag && (slot & CONFINE_FS_WRITE)) ||
-         (made_mnt == (__u64)w.found[0] && made_tag == tag)))
+    /* No mount of the task's reaches the file (its filesystem unmounted
+     * here, or mounted only elsewhere, and the file handed to the job):
+     * refused, as path_chmod refuses the same file. (A mount here but
+     * outside the task's root is skipped below; a job can't change its
+     * root.) Not a flag set in the loop: that doubles the states the
+     * verifier explores, past 7.2's limit. */
+    if (!w.n)
+        return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_OUTSIDE_ROOT));
+    if (w.n == 1 && write_kept(slot, tag_for(base, w.found[0]), (__u64)w.found[0], made_mnt, made_tag))
         return 0;
     for (__u32 i = 0; i < w.n && i < MAX_SB_MOUNTS; i++) {
         if (!resolve(dentry, w.found[i], &r))
@@ -483,7 +521,7 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
      * for a file just created, whose times are set once (tar x): its slot
      * would cost an allocation it never pays back. */
     inode = dentry->d_inode;
-    if (w.n && base && !made_mnt && inode) {
+    if (base && !made_mnt && inode) {
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
         if (c && cache_base(cgid, plain) == base)
             cache_put(c, cgid, tag_for(base, NULL), CONFINE_FS_WRITE);

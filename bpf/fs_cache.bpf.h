@@ -68,9 +68,10 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
     return h ^ (h >> 31);
 }
 
-/* What a decision for job `cgid` on `dentry` depends on, but its mount
- * (tag_for adds that), or 0 if a rename or mount change is under way. */
-static __always_inline __u64 cache_base(__u64 cgid, struct dentry *dentry)
+/* What every decision of job `cgid` depends on but the file: the task's
+ * root and both trees' change counters; 0 if a rename or mount change is
+ * under way. */
+static __always_inline __u64 tag_ctx(__u64 cgid)
 {
     __u32 rs = seq_of(&rename_lock), ms = seq_of(&mount_lock), zero = 0;
     __u64 *gen = bpf_map_lookup_elem(&fs_gen, &zero), h;
@@ -81,11 +82,23 @@ static __always_inline __u64 cache_base(__u64 cgid, struct dentry *dentry)
     /* One read for both halves: each read is a helper call, and this runs
      * on every cached open. */
     BPF_CORE_READ_INTO(&root, bpf_get_current_task_btf()->fs, root);
-    h = mix(cgid, (__u64)dentry);
-    h = mix(h, (__u64)root.dentry);
+    h = mix(cgid, (__u64)root.dentry);
     h = mix(h, (__u64)root.mnt);
     h = mix(h, ((__u64)rs << 32) | ms);
     return mix(h, *gen);
+}
+
+/* Adds `dentry` to a tag_ctx. */
+static __always_inline __u64 base_in(__u64 ctx, struct dentry *dentry)
+{
+    return ctx ? mix(ctx, (__u64)dentry) : 0;
+}
+
+/* What a decision for job `cgid` on `dentry` depends on, but its mount
+ * (tag_for adds that), or 0 if a rename or mount change is under way. */
+static __always_inline __u64 cache_base(__u64 cgid, struct dentry *dentry)
+{
+    return base_in(tag_ctx(cgid), dentry);
 }
 
 /* The tag of a decision through mount `mnt` (NULL: through every mount of
@@ -102,12 +115,16 @@ static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct
     return tag_for(cache_base(cgid, dentry), mnt);
 }
 
+/* Whether a slot's value `v` holds `need` under `tag`. */
+static __always_inline bool slot_has(__u64 v, __u64 tag, __u64 need)
+{
+    return (v & ~CACHE_BITS) == tag && (v & need) == need;
+}
+
 /* Whether the job's slot holds `need` under `tag`. */
 static __always_inline bool cache_has(struct fs_cache *c, __u64 cgid, __u64 tag, __u64 need)
 {
-    __u64 v = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
-
-    return (v & ~CACHE_BITS) == tag && (v & need) == need;
+    return slot_has(*(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)], tag, need);
 }
 
 /* Keeps `bits` in the job's slot; bits already there under the same tag
@@ -121,29 +138,45 @@ static __always_inline void cache_put(struct fs_cache *c, __u64 cgid, __u64 tag,
     *(volatile __u64 *)slot = tag | bits;
 }
 
-/* The file a task created last, with the write that allowed it through its
- * mount. `tar x`, `cp -p` and rsync set a new file's times right after
- * writing it, and inode_setattr, which gets no mount, would otherwise walk
- * its path through every mount of its filesystem (global_dentry). Kept on
- * the task, not the inode: inode storage would cost every create an
- * allocation. The record names the file by its dentry and inode, and the
- * inode's number and generation, so a file that later reuses the freed
- * objects' addresses doesn't match; its tag (cache_tag) voids it after any
- * rename or mount change. */
+/* The file a task is creating or created last, with the write that
+ * allowed it through its mount: path_mknod fills in the dentry, the mount
+ * and the tag from before its decision (so a rename while it decided voids
+ * it), file_open the rest. Named by its dentry and inode, and the inode's
+ * number and generation, so a file that later reuses the freed objects'
+ * addresses doesn't match; its tag (cache_tag) voids it after any rename
+ * or mount change. */
 struct created {
     __u64 dentry;
-    __u64 inode;
-    __u64 ino;
     __u64 mnt;
     __u64 tag;
+    __u64 inode; /* 0 until file_open */
+    __u64 ino;
     __u32 generation;
+};
+
+/* What a task's own recent work lets global_dentry skip (inode_setattr,
+ * which gets no mount, would otherwise walk the file's path through every
+ * mount of its filesystem, listing them first): `tar x`, `cp -p` and rsync
+ * set each new file's times right after writing it. Kept on the task, not
+ * the inode: inode storage would cost every create an allocation. */
+struct task_fs {
+    struct created made;
+    /* The last filesystem found to have one mount, `mnt`, in namespace
+     * `ns`: true while mount_lock's sequence is `seq`, as every change to a
+     * filesystem's mounts, or to the namespace a mount is in, moves it. */
+    struct {
+        __u64 sb;
+        __u64 ns;
+        __u64 mnt;
+        __u32 seq;
+    } one;
 };
 struct {
     __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
     __uint(map_flags, BPF_F_NO_PREALLOC);
     __type(key, int);
-    __type(value, struct created);
-} last_created SEC(".maps");
+    __type(value, struct task_fs);
+} task_fs SEC(".maps");
 
 /* check_path for an open file, through the cache: `file` must be a BTF
  * pointer (a hook argument), for its inode's storage. */
@@ -185,17 +218,25 @@ static __always_inline int check_file(struct confine_job *job, __u64 cgid, struc
  * (CONFINE_FS_ALIKE*), one walk serves all its creates and deletes, not one
  * per file. */
 static __always_inline int check_entry(struct confine_job *job, __u64 cgid, const struct path *dir,
-                                       struct dentry *dentry, __u16 op, __u32 need)
+                                       struct dentry *dentry, __u16 op, __u32 need, struct created *made)
 {
     struct inode *inode = dir->dentry->d_inode;
     struct fs_cache *c = NULL;
     struct path d; /* dir's pointers as plain values, to hash */
-    __u64 tag;
+    __u64 ctx, tag;
     __u32 bits;
     int ret;
 
     bpf_probe_read_kernel(&d, sizeof(d), dir);
-    tag = cache_tag(cgid, d.dentry, d.mnt);
+    ctx = tag_ctx(cgid);
+    tag = tag_for(base_in(ctx, d.dentry), d.mnt);
+    /* The entry's own tag, from before the decision (path_mknod's record
+     * of a create). */
+    if (made) {
+        bpf_probe_read_kernel(&made->dentry, sizeof(made->dentry), &dentry);
+        made->mnt = (__u64)d.mnt;
+        made->tag = tag_for(base_in(ctx, (void *)made->dentry), d.mnt);
+    }
 
     if (tag && inode)
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);

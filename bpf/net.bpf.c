@@ -93,6 +93,20 @@ static __always_inline __u64 sock_cgroup_id(struct sock *sk)
     return sk->sk_cgrp_data.cgroup->kn->id;
 }
 
+/* The job a socket operation is decided for: the socket's creator's, or,
+ * for a socket made outside any job and handed to one (inherited, passed
+ * over a unix socket), the job of the task using it. NULL for neither.
+ * lsm_cgroup programs run for the current task's cgroup, socket hooks
+ * included (docs/design.md, "Kernel facts"), so theirs is always found. */
+static __always_inline struct confine_job *sock_job(struct sock *sk, __u64 *cgid)
+{
+    struct confine_job *job;
+
+    *cgid = sock_cgroup_id(sk);
+    job = bpf_map_lookup_elem(&jobs, cgid);
+    return job ? job : current_job(cgid);
+}
+
 /* Fills key->kind/port/addr from an IPv4 or IPv6 sockaddr. Returns 0, or -1
  * for a protocol other than TCP and UDP. */
 static __always_inline int inet_key(struct confine_net_key *key, struct sock *sk, struct sockaddr *address,
@@ -221,7 +235,12 @@ static __always_inline int check_inet(struct confine_job *job, struct sock *sk, 
 {
     if (inet_key(key, sk, address, family) != 0)
         return refuse_socket(job, key->cgroup_id, op, family, sk->sk_type, sk->sk_protocol);
-    if (is_loopback(key->addr) || rule_allows(key, CONFINE_NET_CONNECT))
+    /* Loopback is decided by the cgroup connect and sendmsg programs,
+     * which run for the socket's cgroup: not for a socket handed to the
+     * job from outside any job, whose loopback destinations are decided
+     * here, by the rules alone. */
+    if ((is_loopback(key->addr) && sock_cgroup_id(sk) == key->cgroup_id) ||
+        rule_allows(key, CONFINE_NET_CONNECT))
         return ALLOW;
     report_inet(job, key, op);
     return verdict(job);
@@ -259,8 +278,7 @@ int BPF_PROG(confine_socket_connect, struct socket *sock, struct sockaddr *addre
 
     if (!sk)
         return DENY;
-    key.cgroup_id = sock_cgroup_id(sk);
-    job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
+    job = sock_job(sk, &key.cgroup_id);
     if (!job)
         return DENY;
 
@@ -349,8 +367,7 @@ int BPF_PROG(confine_socket_sendmsg, struct socket *sock, struct msghdr *msg, in
     /* The common case, a plain send on a connected socket. */
     if (!address && !msg->msg_controllen && sk->__sk_common.skc_num)
         return ALLOW;
-    key.cgroup_id = sock_cgroup_id(sk);
-    job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
+    job = sock_job(sk, &key.cgroup_id);
     if (!job)
         return DENY;
     if (BPF_CORE_READ(msg, msg_controllen) && routes_elsewhere(msg) &&
@@ -400,13 +417,6 @@ int BPF_PROG(confine_socket_create, int family, int type, int protocol, int kern
         ((family != AF_INET && family != AF_INET6) || tcp_or_udp(type, protocol)))
         return 0;
     return as_errno(refuse_socket(job, cgid, CONFINE_OP_SOCKET, family, type, protocol));
-}
-
-/* The job of a socket (its creator's cgroup) for a global program, or NULL. */
-static __always_inline struct confine_job *sock_job(struct sock *sk, __u64 *cgid)
-{
-    *cgid = sock_cgroup_id(sk);
-    return bpf_map_lookup_elem(&jobs, cgid);
 }
 
 /* SCTP_SOCKOPT_CONNECTX* and SCTP_SENDMSG_CONNECT connect; the rest bind
@@ -823,8 +833,7 @@ static __always_inline int check_unix_peer(struct sock *sk, struct sock *peer, _
     int ret;
     char first;
 
-    key.cgroup_id = sock_cgroup_id(sk);
-    job = bpf_map_lookup_elem(&jobs, &key.cgroup_id);
+    job = sock_job(sk, &key.cgroup_id);
     if (!job)
         return DENY;
     /* The job's own sockets (its test servers, socketpairs) are its own. */

@@ -12,9 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <sstream>
+#include <thread>
 
 #include "harness.h"
 
@@ -225,6 +230,145 @@ TEST_F(FsRaceTest, ATimesDecisionDoesNotOutliveARename) {
     EXPECT_DENIAL(r, "setattr", secret + "/pub/new", "op4");
     EXPECT_DENIAL(r, "setattr", secret + "/pub/old", "op5");
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
+}
+
+// A create is recorded on the task, for the times tar sets next, under a
+// tag taken before path_mknod decides: a directory moved under a denied one
+// while the create is decided, or after, voids it. Root moves the job's
+// directory every 15 ms while the job creates files in it and sets the
+// times of each one moved by the time its open returned. Unconfined, those
+// work: the race reaches moved files.
+TEST_F(FsRaceTest, ACreatesRecordDoesNotOutliveARenameDuringTheCreate) {
+    const std::string secret = work() + "/secret", dir = work() + "/race";
+    make_dir(secret);
+    const std::string helper = install_helper(work());
+    auto play = [&](double seconds, auto&& begin, auto&& end) {
+        make_dir(dir);
+        std::atomic<bool> stop = false;
+        std::thread mover([&] {
+            for (int k = 0; !stop; k++) {
+                usleep(15000);
+                if (rename(dir.c_str(), fmt::format("{}/r{}", secret, k).c_str()) == 0 && mkdir(dir.c_str(), 0755) == 0)
+                    chown(dir.c_str(), test_user().uid, test_user().gid);
+            }
+        });
+        auto handle = begin(fmt::format("exec {} createrace,{},{}", helper, dir, seconds));
+        Result r = end(handle);
+        stop = true;
+        mover.join();
+        std::filesystem::remove_all(dir);
+        for (const auto& moved : std::filesystem::directory_iterator(secret)) std::filesystem::remove_all(moved);
+        return r;
+    };
+    auto counts = [](const Result& r) {
+        std::smatch m;
+        static const std::regex re(R"(-> ok created (\d+) moved (\d+) timed (\d+))");
+        EXPECT_TRUE(std::regex_search(r.out, m, re)) << r.describe();
+        return m.empty() ? std::array<int, 3>{} : std::array{std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
+    };
+
+    Result control = play(
+        kControlSeconds * 4, [&](const std::string& cmd) { return start_unconfined(cmd); },
+        [](Process& p) { return p.wait(); });
+    auto [c_created, c_moved, c_timed] = counts(control);
+    EXPECT_GT(c_moved, 0) << "unconfined, no create raced a move\n" << control.describe();
+    EXPECT_EQ(c_timed, c_moved) << control.describe();
+
+    Result r = play(
+        kRaceSeconds,
+        [&](const std::string& cmd) {
+            return start({.policy = make_policy({.deny = {secret}}), .argv = {"/bin/sh", "-c", cmd}});
+        },
+        [&](Started& s) { return finish(s); });
+    auto [created, moved, timed] = counts(r);
+    fmt::print("createrace: unconfined created {} moved {} timed {}; confined created {} moved {} timed {}\n",
+               c_created, c_moved, c_timed, created, moved, timed);
+    EXPECT_GT(moved, 0) << "no create raced a move\n" << r.describe();
+    EXPECT_EQ(timed, 0) << "times set on " << timed << " of " << moved << " files moved under " << secret << "\n"
+                        << r.describe();
+    EXPECT_TRUE(std::any_of(r.audit.begin(), r.audit.end(), [](const AuditLine& l) {
+        return l.str("op") == "setattr";
+    })) << r.describe();
+}
+
+// A task remembers the last filesystem it found with one mount, for the
+// times it sets next (tar x); a mount added since is walked. Here root binds
+// the job's directory under a denied one, in the job's mount namespace
+// (nsenter), between two creates of one process: the second file's times
+// are refused through the new mount.
+TEST_F(FsRaceTest, AFilesystemsOneMountIsNotRememberedPastANewOne) {
+    const std::string secret = work() + "/secret", pub = work() + "/pub", m = secret + "/m";
+    make_dir(secret);
+    make_dir(m);
+    const std::string cmd = fmt::format(
+        "echo $$ >shpid; exec {} --op-comm open,pub/a,w+creat utimes,pub/a,now wait,go open,pub/b,w+creat "
+        "utimes,pub/b,now",
+        install_helper(work()));
+    auto play = [&](auto&& begin, auto&& end) {
+        make_dir(pub, 0777);
+        auto handle = begin();
+        EXPECT_TRUE(wait_until([&] { return exists(pub + "/a"); }, 60));
+        Result bind = run_root(fmt::format("nsenter -t $(cat {}/shpid) -m mount --bind {} {}", work(), pub, m));
+        EXPECT_EQ(bind.status, 0) << bind.describe();
+        write_file(work() + "/go", "");
+        Result r = end(handle);
+        umount2(m.c_str(), MNT_DETACH);  // the control's; the job's went with its namespace
+        std::filesystem::remove_all(pub);
+        for (const char* f : {"go", "shpid"}) unlink((work() + "/" + f).c_str());
+        return r;
+    };
+
+    Result control = play([&] { return start_unconfined(cmd); }, [](Process& p) { return p.wait(); });
+    EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok", "ok"}))
+        << control.describe();
+
+    Result r = play(
+        [&] {
+            return start({.policy = make_policy({.deny = {secret}}), .argv = {"/bin/sh", "-c", cmd}});
+        },
+        [&](Started& s) { return finish(s); });
+    EXPECT_EQ(parse_ops(r.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok", "utimes:EPERM"}))
+        << r.describe();
+    EXPECT_DENIAL(r, "setattr", m + "/b", "op4");
+    EXPECT_EQ(r.audit.size(), 1u) << r.describe();
+}
+
+// A file whose filesystem has no mount in the job's namespace (root
+// unmounted it there while the job's working directory was in it) has no
+// path the job may write: its times are refused, as its mode is, and the
+// audit line says why.
+TEST_F(FsRaceTest, AFileNoMountOfTheJobsReachesCannotBeWritten) {
+    const std::string det = work() + "/det";
+    const std::string cmd = fmt::format(
+        "cd det && echo $$ >../shpid && exec {} --op-comm utimes,f,now open,../ready,w+creat wait,{}/go "
+        "utimes,f,now chmod,f,600",
+        install_helper(work()), work());
+    auto play = [&](auto&& begin, auto&& end) {
+        make_dir(det);
+        EXPECT_EQ(mount("tmpfs", det.c_str(), "tmpfs", 0, "mode=0777"), 0) << strerror(errno);
+        write_file(det + "/f", "");
+        auto handle = begin();
+        EXPECT_TRUE(wait_until([&] { return exists(work() + "/ready"); }, 60));
+        Result umount = run_root(fmt::format("nsenter -t $(cat {}/shpid) -m umount -l {}", work(), det));
+        EXPECT_EQ(umount.status, 0) << umount.describe();
+        write_file(work() + "/go", "");
+        Result r = end(handle);
+        umount2(det.c_str(), MNT_DETACH);  // the job's run: still mounted out here
+        for (const char* f : {"ready", "go", "shpid"}) unlink((work() + "/" + f).c_str());
+        return r;
+    };
+
+    Result control = play([&] { return start_unconfined(cmd); }, [](Process& p) { return p.wait(); });
+    EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok", "ok"}))
+        << control.describe();
+
+    Result r = play([&] { return start({.argv = {"/bin/sh", "-c", cmd}}); }, [&](Started& s) { return finish(s); });
+    EXPECT_EQ(parse_ops(r.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "utimes:EPERM", "chmod:EPERM"}))
+        << r.describe();
+    ASSERT_EQ(r.audit.size(), 2u) << r.describe();
+    EXPECT_EQ(r.audit[0].str("op"), "setattr") << r.describe();
+    EXPECT_EQ(r.audit[0].str("comm"), "op3") << r.describe();
+    for (const AuditLine& l : r.audit) EXPECT_EQ(l.str("reason"), "outside_root") << l.raw;
 }
 
 // A directory's slot in the cache can say that every name in it may be

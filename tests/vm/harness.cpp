@@ -299,8 +299,7 @@ Process Process::start(const Options& o) {
     if (pid < 0) throw std::runtime_error("fork");
     if (pid == 0) {
         // Only async-signal-safe calls from here on.
-        int null = open("/dev/null", O_RDONLY);
-        dup2(null, 0);
+        dup2(o.stdin_fd >= 0 ? o.stdin_fd : open("/dev/null", O_RDONLY), 0);
         dup2(out[1], 1);
         dup2(err[1], 2);
         if (o.keep_fd >= 3) {
@@ -424,7 +423,12 @@ VmTest::Started VmTest::start(const RunSpec& spec) {
     argv.insert(argv.end(), spec.argv.begin(), spec.argv.end());
     std::vector<std::string> env = confine_env();
     env.insert(env.end(), spec.env.begin(), spec.env.end());
-    Process::Options o{.argv = argv, .env = env, .cwd = base_, .keep_fd = spec.keep_fd, .own_group = spec.own_group};
+    Process::Options o{.argv = argv,
+                       .env = env,
+                       .cwd = base_,
+                       .keep_fd = spec.keep_fd,
+                       .stdin_fd = spec.stdin_fd,
+                       .own_group = spec.own_group};
     if (!spec.daemon.empty()) {
         o.env.push_back("CONFINE_SOCKET=" + spec.daemon);
         o.uid = g_user.uid;
@@ -453,14 +457,15 @@ Result VmTest::run_confined(const std::string& policy, const std::string& cmd,
     return run({.policy = policy, .args = extra_args, .argv = {"/bin/sh", "-c", cmd}});
 }
 
-Process VmTest::start_unconfined(const std::string& cmd) {
+Process VmTest::start_unconfined(const std::string& cmd, int stdin_fd) {
     return Process::start({.argv = {"/bin/sh", "-c", cmd},
                            .env = {std::string("PATH=") + kPath, "LANG=C.UTF-8", "TERM=dumb",
                                    std::string("HOME=") + kUserHome, "TMPDIR=/var/tmp"},
                            .cwd = work_,
                            .uid = g_user.uid,
                            .gid = g_user.gid,
-                           .groups = g_user.groups});
+                           .groups = g_user.groups,
+                           .stdin_fd = stdin_fd});
 }
 
 Result VmTest::run_unconfined(const std::string& cmd) {

@@ -66,6 +66,7 @@ struct RunSpec {
     std::vector<std::string> argv;  // the command; empty: sh -c <cmd>
     bool as_user = true;            // pass --user confinetest
     int keep_fd = -1;               // an fd >= 3 confine inherits from the test
+    int stdin_fd = -1;              // confine's stdin, which the job inherits; -1: /dev/null
     bool own_group = false;         // confine leads a process group, as a shell's job would
     std::string daemon;             // a daemon's socket: confine runs as the test user, its client
 };
@@ -110,6 +111,7 @@ public:
         gid_t gid = 0;
         std::vector<gid_t> groups;
         int keep_fd = -1;
+        int stdin_fd = -1;       // -1: /dev/null
         bool own_group = false;  // setpgid(0, 0)
     };
     static Process start(const Options& o);
@@ -155,8 +157,8 @@ protected:
 
     // sh -c CMD as the test user in work(), without confine: the control.
     Result run_unconfined(const std::string& cmd);
-    // The same, in the background.
-    Process start_unconfined(const std::string& cmd);
+    // The same, in the background (stdin: as Process::Options).
+    Process start_unconfined(const std::string& cmd, int stdin_fd = -1);
     // sh -c CMD as root in work().
     Result run_root(const std::string& cmd);
 

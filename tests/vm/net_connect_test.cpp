@@ -138,6 +138,36 @@ TEST_F(NetConnectTest, TcpToAnUnlistedLoopbackPortIsDenied) {
                    fmt::format("tcp://127.0.0.1:{}", l.port()));
 }
 
+// A socket made outside any job and handed to one (here as its stdin, as
+// a runner might hand one) is decided by the job's policy, and its refusal
+// audited like any other: a listed port works, another is refused.
+TEST_F(NetConnectTest, ASocketHandedInFromOutsideIsDecidedForTheJob) {
+    HostSock listed = HostSock::inet(SOCK_STREAM, "127.0.0.1"), other = HostSock::inet(SOCK_STREAM, "127.0.0.1");
+    const std::string policy = make_policy({.connect = {fmt::format("tcp://127.0.0.1:{}", listed.port())}});
+    auto handed = [] { return socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); };
+    for (HostSock* l : {&listed, &other}) {
+        const std::string op = fmt::format("connect,stdin,127.0.0.1,{}", l->port());
+        int fd = handed();
+        Result control = start_unconfined("./vmhelper " + op, fd).wait();
+        close(fd);
+        EXPECT_EQ(parse_ops(control.out)[op], "ok") << control.describe();
+        EXPECT_EQ(l->pending(), 1) << "the unconfined control did not reach the listener";
+
+        fd = handed();
+        Result r = run({.policy = policy, .argv = {"./vmhelper", op}, .stdin_fd = fd});
+        close(fd);
+        if (l == &listed) {
+            EXPECT_EQ(parse_ops(r.out)[op], "ok") << r.describe();
+            EXPECT_EQ(l->pending(), 1) << "the listed port was not reached\n" << r.describe();
+            EXPECT_TRUE(r.audit.empty()) << r.describe();
+        } else {
+            EXPECT_EQ(parse_ops(r.out)[op], "connect:EPERM") << r.describe();
+            EXPECT_EQ(l->pending(), 0) << "the job reached an unlisted port\n" << r.describe();
+            EXPECT_DENIAL(r, "connect", fmt::format("tcp://127.0.0.1:{}", l->port()), "vmhelper");
+        }
+    }
+}
+
 TEST_F(NetConnectTest, TcpToAListedPortWorksAndOnlyThatPort) {
     HostSock listed = HostSock::inet(SOCK_STREAM, "127.0.0.1"), other = HostSock::inet(SOCK_STREAM, "127.0.0.1");
     const std::string policy = make_policy({.connect = {fmt::format("tcp://127.0.0.1:{}", listed.port())}});

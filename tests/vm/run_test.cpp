@@ -487,6 +487,12 @@ TEST_F(RunTest, ASharedMapUnpinnedUnderLoadedProgramsIsRefused) {
     ASSERT_EQ(control.status, 0) << control.describe();
     ASSERT_TRUE(exists(ran));
     unlink(ran.c_str());
+    // Whatever fails below, the tests after this one must start from a whole
+    // pin directory: removed, the next start loads the build afresh.
+    struct Unpinned {
+        std::string dir;
+        ~Unpinned() { std::filesystem::remove_all(dir); }
+    } unpinned{dir};
     for (const char* pin : {"/jobs", "/fs_ready"})
         ASSERT_EQ(unlink((dir + pin).c_str()), 0) << dir << pin << ": " << strerror(errno);
 
@@ -496,7 +502,7 @@ TEST_F(RunTest, ASharedMapUnpinnedUnderLoadedProgramsIsRefused) {
     EXPECT_NE(r.err.find("remove " + dir), npos) << r.describe();
     EXPECT_FALSE(exists(ran)) << "the job ran half-confined";
 
-    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dir);  // the remedy the message names
     expect_mkdir_outside_refused();
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <vector>
 
@@ -306,6 +307,26 @@ std::string open_tree_move(const std::string& src, const std::string& dst) {
     return rc == 0 ? "ok" : "move_mount:" + err(e);
 }
 
+// A create whose directory moves between the create's check and its open
+// returning, and a times change through the new fd (see createrace).
+std::string create_race(const std::string& dir, int seconds) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    int created = 0, moved = 0, timed = 0;
+    for (int i = 1; std::chrono::steady_clock::now() < end; i++) {
+        std::string path = dir + "/f" + std::to_string(i);
+        int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+        if (fd < 0) continue;
+        created++;
+        if (access(path.c_str(), F_OK) != 0) {
+            moved++;
+            timed += futimens(fd, nullptr) == 0;
+        }
+        close(fd);
+    }
+    return "ok created " + std::to_string(created) + " moved " + std::to_string(moved) + " timed " +
+           std::to_string(timed);
+}
+
 }  // namespace
 
 std::optional<std::string> fs_op(const Fields& a) {
@@ -349,6 +370,7 @@ std::optional<std::string> fs_op(const Fields& a) {
     if (op == "truncate" && a.size() == 3) return result(truncate(p(1), atol(p(2))));
     if (op == "chmod" && a.size() == 3) return result(chmod(p(1), static_cast<mode_t>(strtol(p(2), nullptr, 8))));
     if (op == "chown" && a.size() == 2) return result(chown(p(1), getuid(), getgid()));
+    if (op == "createrace" && a.size() == 3) return create_race(a[1], atoi(p(2)));
     if (op == "utimes" && a.size() == 3) {
         if (a[2] == "now") return result(utimensat(AT_FDCWD, p(1), nullptr, 0));
         timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};

@@ -66,8 +66,14 @@
 //   flood,PATH,N               N opens of PATH: ok refused N cpu_ms M (the opens
 //                              refused with EPERM, and this process's CPU time)
 //   touch,FILE | wait,FILE     create FILE | wait up to 60 s until it exists
+//   createrace,DIR,SECONDS     creates DIR/f1, DIR/f2... (O_CREAT|O_EXCL) for
+//                              SECONDS while something else moves DIR away; each
+//                              file gone from DIR by the time its open returns
+//                              gets its times set through the open fd: ok
+//                              created N moved M timed K (K of the M worked)
 // Network:
 //   connect,tcp|udp,ADDR,PORT  connect (udp: then send one datagram)
+//   connect,stdin,ADDR,PORT    connect the socket this process got as stdin
 //   sendto,udp|udp-unspec,ADDR,PORT[,lo]  unconnected sendto (udp-unspec: an
 //                              IPv4 address with sin_family AF_UNSPEC; lo: from a
 //                              socket bound to 127.0.0.1, ::1 or ::ffff:127.0.0.1

@@ -93,6 +93,7 @@ std::string op_connect(const std::vector<std::string>& f) {
     sockaddr_storage ss;
     socklen_t len;
     if (f.size() != 4 || !vmtest::sockaddr_of(f[2], port_of(f[3]), ss, len)) return "usage";
+    if (f[1] == "stdin") return connect(0, reinterpret_cast<sockaddr*>(&ss), len) == 0 ? "ok" : err("connect");
     Fd s(inet_socket(f[1], ss.ss_family));
     if (s.fd < 0) return err("socket");
     if (connect(s.fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return err("connect");
