@@ -430,6 +430,36 @@ static __always_inline bool write_kept(__u64 slot, __u64 tag, __u64 mnt, __u64 m
     return tag && (slot_has(slot, tag, CONFINE_FS_WRITE) || (made_mnt == mnt && made_tag == tag));
 }
 
+/* global_dentry's look at each mount of the file's filesystem, as a
+ * bpf_loop callback: verified once, where an unrolled loop of a walk and a
+ * rule lookup per mount had 7.2's verifier explore 700,000 instructions in
+ * each program that decides times or xattrs. It stops at the first mount
+ * that doesn't allow the write, or past the last: what bpf_loop returns,
+ * the iterations run, says which. The callback writes nothing back, so
+ * 7.2's verifier, which runs a callback until its entry states repeat,
+ * needs no more passes. */
+struct mounts_check {
+    struct sb_walk w;
+    struct dentry *dentry;
+    __u64 cgid;
+};
+
+static long mount_allows_step(__u32 i, void *arg)
+{
+    struct mounts_check *m = arg;
+    struct resolved r;
+    bool ok;
+
+    if (i >= m->w.n || !resolve(m->dentry, m->w.found[i & (MAX_SB_MOUNTS - 1)], &r))
+        return 1;
+    /* A mount under another root (a layer the job can't name) grants and
+     * denies nothing; a reachable one must allow the write. */
+    ok = r.reason == CONFINE_REASON_OUTSIDE_ROOT ||
+         (r.reason == CONFINE_REASON_POLICY && (granted(&r, m->cgid) & CONFINE_FS_WRITE));
+    scratch_release(r.s);
+    return !ok;
+}
+
 /* The file at `dentry` must be writable through every mount of its
  * filesystem in the task's mount namespace that resolves under the task's
  * root. Mounts in other namespaces (systemd services' private ones) don't
@@ -443,11 +473,11 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     struct super_block *sb;
     struct task_fs *t;
     struct fs_cache *c;
-    struct sb_walk w = {};
+    struct mounts_check m = {};
     struct confine_job *job;
-    struct resolved r;
     __u64 cgid, base = 0, slot = 0, made_mnt = 0, made_tag = 0;
     __u32 ms;
+    long run;
 
     job = current_job(&cgid);
     if (!job || kernel_override(task))
@@ -457,9 +487,7 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
      * did (as an open for write keeps it); and the file may be the one the
      * task just created. So `tar x` setting each new file's times, or a
      * repeated `touch`, skips the walk. Where the filesystem has more than
-     * one mount, each is walked: a cache check inside the loop below
-     * doubles the states the verifier explores at every step, past its
-     * limit on 7.2. */
+     * one mount, each is walked. */
     if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1)) {
         bpf_probe_read_kernel(&plain, sizeof(plain), &dentry);
         base = cache_base(cgid, plain);
@@ -476,47 +504,45 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
         made_mnt = t->made.mnt;
         made_tag = t->made.tag;
     }
-    /* The filesystem's mounts here: the one the task last found, if no
-     * mount changed since, or listed now. */
+    /* The filesystem's one mount here that the task last found, if no
+     * mount changed since, may hold the write (the file's slot or the
+     * create's record); otherwise its mounts are listed now. Where nothing
+     * holds the write, a walk follows, which costs more than the list. */
     sb = BPF_CORE_READ(dentry, d_sb);
     ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
     ms = seq_of(&mount_lock);
-    if (t && t->one.seq == ms && !(ms & 1) && t->one.sb == (__u64)sb && t->one.ns == (__u64)ns) {
-        w.n = 1;
-        w.found[0] = (void *)t->one.mnt;
-    } else {
-        if (!sb_mounts_in(sb, ns, &w))
-            return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS));
-        if (t && w.n == 1 && !(ms & 1) && seq_of(&mount_lock) == ms) {
-            t->one.sb = (__u64)sb;
-            t->one.ns = (__u64)ns;
-            t->one.mnt = (__u64)w.found[0];
-            t->one.seq = ms;
-        }
+    if (t && t->one.seq == ms && t->one.sb == (__u64)sb && t->one.ns == (__u64)ns &&
+        write_kept(slot, tag_for(base, (void *)t->one.mnt), t->one.mnt, made_mnt, made_tag))
+        return 0;
+    if (!sb_mounts_in(sb, ns, &m.w))
+        return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS));
+    /* Only even sequences are kept, so an odd one (a writer inside) never
+     * matches above. */
+    if (t && m.w.n == 1 && !(ms & 1) && seq_of(&mount_lock) == ms) {
+        t->one.sb = (__u64)sb;
+        t->one.ns = (__u64)ns;
+        t->one.mnt = (__u64)m.w.found[0];
+        t->one.seq = ms;
     }
     /* No mount of the task's reaches the file (its filesystem unmounted
      * here, or mounted only elsewhere, and the file handed to the job):
      * refused, as path_chmod refuses the same file. (A mount here but
      * outside the task's root is skipped below; a job can't change its
-     * root.) Not a flag set in the loop: that doubles the states the
-     * verifier explores, past 7.2's limit. */
-    if (!w.n)
+     * root.) The loop below, finding no mount to refuse, would allow it. */
+    if (!m.w.n)
         return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_OUTSIDE_ROOT));
-    if (w.n == 1 && write_kept(slot, tag_for(base, w.found[0]), (__u64)w.found[0], made_mnt, made_tag))
+    if (m.w.n == 1 && write_kept(slot, tag_for(base, m.w.found[0]), (__u64)m.w.found[0], made_mnt, made_tag))
         return 0;
-    for (__u32 i = 0; i < w.n && i < MAX_SB_MOUNTS; i++) {
-        if (!resolve(dentry, w.found[i], &r))
-            return as_errno(refuse(job, cgid, op));
-        /* A mount under another root (a layer the job can't name) grants
-         * and denies nothing; a reachable one must allow the write. */
-        if (r.reason == CONFINE_REASON_OUTSIDE_ROOT ||
-            (r.reason == CONFINE_REASON_POLICY && (granted(&r, cgid) & CONFINE_FS_WRITE))) {
-            scratch_release(r.s);
-            continue;
-        }
-        scratch_release(r.s);
-        return as_errno(check_path(job, cgid, dentry, w.found[i], op, CONFINE_FS_WRITE));
-    }
+    m.dentry = dentry;
+    m.cgid = cgid;
+    run = bpf_loop(m.w.n + 1, mount_allows_step, &m, 0);
+    /* Stopped at mount run - 1 (or found no scratch slot there): that
+     * mount decides, and audits. */
+    if (run < 1)
+        return as_errno(refuse(job, cgid, op));
+    if (run <= m.w.n)
+        return as_errno(
+            check_path(job, cgid, dentry, m.w.found[(run - 1) & (MAX_SB_MOUNTS - 1)], op, CONFINE_FS_WRITE));
     /* Every mount allowed it: kept, if nothing moved while we walked. Not
      * for a file just created, whose times are set once (tar x): its slot
      * would cost an allocation it never pays back. */
