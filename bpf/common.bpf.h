@@ -47,6 +47,31 @@ struct {
     __array(values, struct job_ring);
 } rings SEC(".maps");
 
+/* A BTF pointer's value as a plain number, to hash or to keep in a map.
+ * The verifier allows no arithmetic on a pointer it tracks but one:
+ * pointer minus pointer, which gives a number, and only to programs that
+ * may see kernel addresses (allow_ptr_leaks: CAP_PERFMON, which every LSM
+ * program needs to load). Subtracting one fixed pointer shifts every value
+ * alike. The other way, reading the pointer into a variable with
+ * bpf_probe_read_kernel, is a helper call of some 80 instructions. So `p`
+ * must be a pointer the verifier tracks (a hook argument, or loaded through
+ * one), never a number read with a helper: that fails to load. */
+static __always_inline __u64 ptr_value(const void *p)
+{
+    return (__u64)p - (__u64)&jobs;
+}
+
+/* What ptr_value gives for a pointer held as a plain number (read with a
+ * helper): one helper call, for paths that walk anyway. */
+static __always_inline __u64 plain_ptr_value(const void *plain)
+{
+    const void *base = &jobs;
+    __u64 at = 0;
+
+    bpf_probe_read_kernel(&at, sizeof(at), &base);
+    return (__u64)plain - at;
+}
+
 /* ---- verdicts ------------------------------------------------------------ */
 
 /* lsm_cgroup programs return 1 to allow and 0 to deny (-EPERM). */

@@ -120,9 +120,9 @@ static __always_inline void remember_created(struct file *file)
     struct task_fs *t = bpf_task_storage_get(&task_fs, bpf_get_current_task_btf(), 0, 0);
     struct inode *inode = file->f_inode;
 
-    if (!t || !inode || t->made.inode || t->made.dentry != (__u64)BPF_CORE_READ(file, f_path.dentry))
+    if (!t || !inode || t->made.inode || t->made.dentry != ptr_value(file->f_path.dentry))
         return;
-    t->made.inode = (__u64)BPF_CORE_READ(file, f_inode);
+    t->made.inode = ptr_value(inode);
     t->made.ino = inode->i_ino;
     t->made.generation = inode->i_generation;
 }
@@ -133,9 +133,11 @@ int BPF_PROG(confine_file_open, struct file *file)
     struct confine_job *job;
     struct vfsmount *mnt;
     struct dentry *dentry;
+    struct fs_cache *c;
     struct path fp;
-    __u32 fmode, flags;
-    __u64 cgid;
+    __u32 fmode, flags, need;
+    __u64 cgid, tag;
+    __u16 op;
 
     job = current_job(&cgid);
     if (!job)
@@ -151,29 +153,36 @@ int BPF_PROG(confine_file_open, struct file *file)
         remember_created(file);
         return ALLOW;
     }
-    /* Direct loads through the hook's BTF pointers where the value isn't
-     * hashed (the verifier allows no arithmetic on pointers it knows); the
-     * path's two, which are, in one read: a read is a helper call each, and
-     * this is the hottest hook. */
+    if (flags & __FMODE_EXEC) {
+        BPF_CORE_READ_INTO(&fp, file, f_path);
+        return check_exec(job, cgid, file, fp.mnt, fp.dentry);
+    }
+    /* O_TRUNC truncates even on an O_RDONLY open, after this hook. Reading
+     * a directory lists it: its own rule, or a listable entry. */
+    op = CONFINE_OP_OPEN_READ;
+    need = CONFINE_FS_READ;
+    if ((fmode & FMODE_WRITE) || (flags & O_TRUNC)) {
+        op = CONFINE_OP_OPEN_WRITE;
+        need = CONFINE_FS_READ | CONFINE_FS_WRITE;
+    } else if ((file->f_inode->i_mode & S_IFMT) == S_IFDIR) {
+        need = CONFINE_FS_LIST;
+    }
+    /* The cache first: what it holds was allowed, and a hot open should
+     * pay for nothing else. The opens that pass below are never kept. */
+    if (file_cached(file, cgid, need, &c, &tag))
+        return ALLOW;
+    /* The path as plain values, as the walk takes them: one read for
+     * both, a helper call (the cache check above needs none). */
     BPF_CORE_READ_INTO(&fp, file, f_path);
     mnt = fp.mnt;
     dentry = fp.dentry;
-    if (flags & __FMODE_EXEC)
-        return check_exec(job, cgid, file, mnt, dentry);
     if (internal_mount(mnt) || kernel_override(bpf_get_current_task_btf()))
         return ALLOW;
     if ((job->flags & CONFINE_JOB_USERNS) && id_map_file(file))
         return ALLOW;
     if (discard_device(file->f_inode))
         return ALLOW;
-    /* O_TRUNC truncates even on an O_RDONLY open, after this hook. */
-    if ((fmode & FMODE_WRITE) || (flags & O_TRUNC))
-        return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_WRITE,
-                          CONFINE_FS_READ | CONFINE_FS_WRITE);
-    /* Reading a directory lists it: its own rule, or a listable entry. */
-    if ((file->f_inode->i_mode & S_IFMT) == S_IFDIR)
-        return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_LIST);
-    return check_file(job, cgid, file, dentry, mnt, CONFINE_OP_OPEN_READ, CONFINE_FS_READ);
+    return decide_file(job, cgid, file, dentry, mnt, op, need, c, tag);
 }
 
 SEC("lsm_cgroup/path_mknod")
@@ -424,7 +433,8 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 #define ATTR_GID  0x4
 #define ATTR_SIZE 0x8
 /* Whether the file's own slot, or the task's record of creating it, holds
- * the write through `mnt` under `tag` (0: nothing may be kept). */
+ * the write through `mnt` (a ptr_value) under `tag` (0: nothing may be
+ * kept). */
 static __always_inline bool write_kept(__u64 slot, __u64 tag, __u64 mnt, __u64 made_mnt, __u64 made_tag)
 {
     return tag && (slot_has(slot, tag, CONFINE_FS_WRITE) || (made_mnt == mnt && made_tag == tag));
@@ -468,14 +478,13 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
 {
     struct task_struct *task = bpf_get_current_task_btf();
     struct inode *inode = dentry->d_inode;
-    struct dentry *plain = NULL; /* dentry as a plain value, to hash */
     struct mnt_namespace *ns;
     struct super_block *sb;
     struct task_fs *t;
     struct fs_cache *c;
     struct mounts_check m = {};
     struct confine_job *job;
-    __u64 cgid, base = 0, slot = 0, made_mnt = 0, made_tag = 0;
+    __u64 cgid, base = 0, slot = 0, made_mnt = 0, made_tag = 0, one = 0;
     __u32 ms;
     long run;
 
@@ -483,24 +492,22 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     if (!job || kernel_override(task))
         return 0;
     /* Through the decision cache (a file with one path): the file's own
-     * slot may say every mount allowed this since (tag_for NULL), or one
+     * slot may say every mount allowed this since (tag_for 0), or one
      * did (as an open for write keeps it); and the file may be the one the
      * task just created. So `tar x` setting each new file's times, or a
      * repeated `touch`, skips the walk. Where the filesystem has more than
      * one mount, each is walked. */
     if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1)) {
-        bpf_probe_read_kernel(&plain, sizeof(plain), &dentry);
-        base = cache_base(cgid, plain);
+        base = cache_base(cgid, ptr_value(dentry));
         c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
         if (c)
             slot = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
-        if (base && slot_has(slot, tag_for(base, NULL), CONFINE_FS_WRITE))
+        if (base && slot_has(slot, tag_for(base, 0), CONFINE_FS_WRITE))
             return 0;
     }
     t = bpf_task_storage_get(&task_fs, task, 0, 0);
-    if (t && base && inode && t->made.dentry == (__u64)plain &&
-        t->made.inode == (__u64)BPF_CORE_READ(dentry, d_inode) && t->made.ino == inode->i_ino &&
-        t->made.generation == inode->i_generation) {
+    if (t && base && inode && t->made.dentry == ptr_value(dentry) && t->made.inode == ptr_value(inode) &&
+        t->made.ino == inode->i_ino && t->made.generation == inode->i_generation) {
         made_mnt = t->made.mnt;
         made_tag = t->made.tag;
     }
@@ -512,16 +519,18 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
     ms = seq_of(&mount_lock);
     if (t && t->one.seq == ms && t->one.sb == (__u64)sb && t->one.ns == (__u64)ns &&
-        write_kept(slot, tag_for(base, (void *)t->one.mnt), t->one.mnt, made_mnt, made_tag))
+        write_kept(slot, tag_for(base, t->one.mnt), t->one.mnt, made_mnt, made_tag))
         return 0;
     if (!sb_mounts_in(sb, ns, &m.w))
         return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS));
+    if (m.w.n == 1)
+        one = plain_ptr_value(m.w.found[0]);
     /* Only even sequences are kept, so an odd one (a writer inside) never
      * matches above. */
     if (t && m.w.n == 1 && !(ms & 1) && seq_of(&mount_lock) == ms) {
         t->one.sb = (__u64)sb;
         t->one.ns = (__u64)ns;
-        t->one.mnt = (__u64)m.w.found[0];
+        t->one.mnt = one;
         t->one.seq = ms;
     }
     /* No mount of the task's reaches the file (its filesystem unmounted
@@ -531,7 +540,7 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
      * root.) The loop below, finding no mount to refuse, would allow it. */
     if (!m.w.n)
         return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_OUTSIDE_ROOT));
-    if (m.w.n == 1 && write_kept(slot, tag_for(base, m.w.found[0]), (__u64)m.w.found[0], made_mnt, made_tag))
+    if (m.w.n == 1 && write_kept(slot, tag_for(base, one), one, made_mnt, made_tag))
         return 0;
     m.dentry = dentry;
     m.cgid = cgid;
@@ -549,8 +558,8 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     inode = dentry->d_inode;
     if (base && !made_mnt && inode) {
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-        if (c && cache_base(cgid, plain) == base)
-            cache_put(c, cgid, tag_for(base, NULL), CONFINE_FS_WRITE);
+        if (c && cache_base(cgid, ptr_value(dentry)) == base)
+            cache_put(c, cgid, tag_for(base, 0), CONFINE_FS_WRITE);
     }
     return 0;
 }

@@ -51,14 +51,30 @@ static __always_inline void fs_gen_bump(void)
         __sync_fetch_and_add(gen, 1);
 }
 
+/* 6.2 (commit a35b9af4ec2c, "bpf: Add a kfunc for generic type cast")
+ * added bpf_rdonly_cast, which makes an address a pointer the program may
+ * load through: a seqlock's sequence is then one load instead of a helper
+ * call of some 80 instructions, twice on every cached decision. The
+ * loader sets have_rdonly_cast where the kernel has it; elsewhere the call
+ * is dead code, which the verifier drops (libbpf leaves a weak kfunc it
+ * can't find as a call to nothing). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+const volatile bool have_rdonly_cast;
+
 /* A seqlock's sequence (its first word); odd while a writer is in, and odd
  * too when the kernel has no such symbol, which disables the cache. */
 static __always_inline __u32 seq_of(const void *lock)
 {
     __u32 seq = 1;
 
-    if (lock)
-        bpf_probe_read_kernel(&seq, sizeof(seq), lock);
+    if (!lock)
+        return seq;
+    if (have_rdonly_cast) {
+        struct seqcount *s = bpf_rdonly_cast(lock, bpf_core_type_id_kernel(struct seqcount));
+
+        return *(volatile __u32 *)&s->sequence;
+    }
+    bpf_probe_read_kernel(&seq, sizeof(seq), lock);
     return seq;
 }
 
@@ -75,42 +91,40 @@ static __always_inline __u64 tag_ctx(__u64 cgid)
 {
     __u32 rs = seq_of(&rename_lock), ms = seq_of(&mount_lock), zero = 0;
     __u64 *gen = bpf_map_lookup_elem(&fs_gen, &zero), h;
-    struct path root;
+    struct fs_struct *fs = bpf_get_current_task_btf()->fs;
 
     if (((rs | ms) & 1) || !gen)
         return 0;
-    /* One read for both halves: each read is a helper call, and this runs
-     * on every cached open. */
-    BPF_CORE_READ_INTO(&root, bpf_get_current_task_btf()->fs, root);
-    h = mix(cgid, (__u64)root.dentry);
-    h = mix(h, (__u64)root.mnt);
+    h = mix(cgid, ptr_value(fs->root.dentry));
+    h = mix(h, ptr_value(fs->root.mnt));
     h = mix(h, ((__u64)rs << 32) | ms);
     return mix(h, *gen);
 }
 
-/* Adds `dentry` to a tag_ctx. */
-static __always_inline __u64 base_in(__u64 ctx, struct dentry *dentry)
+/* Adds a dentry, as ptr_value gives it, to a tag_ctx. */
+static __always_inline __u64 base_in(__u64 ctx, __u64 dentry)
 {
-    return ctx ? mix(ctx, (__u64)dentry) : 0;
+    return ctx ? mix(ctx, dentry) : 0;
 }
 
-/* What a decision for job `cgid` on `dentry` depends on, but its mount
- * (tag_for adds that), or 0 if a rename or mount change is under way. */
-static __always_inline __u64 cache_base(__u64 cgid, struct dentry *dentry)
+/* What a decision for job `cgid` on a dentry (its ptr_value) depends on,
+ * but its mount (tag_for adds that), or 0 if a rename or mount change is
+ * under way. */
+static __always_inline __u64 cache_base(__u64 cgid, __u64 dentry)
 {
     return base_in(tag_ctx(cgid), dentry);
 }
 
-/* The tag of a decision through mount `mnt` (NULL: through every mount of
- * the file's filesystem, see global_dentry), or 0 for none. */
-static __always_inline __u64 tag_for(__u64 base, struct vfsmount *mnt)
+/* The tag of a decision through mount `mnt` (its ptr_value; 0: through
+ * every mount of the file's filesystem, see global_dentry), or 0 for none. */
+static __always_inline __u64 tag_for(__u64 base, __u64 mnt)
 {
-    return base ? mix(base, (__u64)mnt) & ~CACHE_BITS : 0;
+    return base ? mix(base, mnt) & ~CACHE_BITS : 0;
 }
 
-/* What a decision for job `cgid` on (dentry, mnt) depends on, or 0 if a
- * rename or mount change is under way. */
-static __always_inline __u64 cache_tag(__u64 cgid, struct dentry *dentry, struct vfsmount *mnt)
+/* What a decision for job `cgid` on (dentry, mnt), both as ptr_value gives
+ * them, depends on, or 0 if a rename or mount change is under way. */
+static __always_inline __u64 cache_tag(__u64 cgid, __u64 dentry, __u64 mnt)
 {
     return tag_for(cache_base(cgid, dentry), mnt);
 }
@@ -146,7 +160,7 @@ static __always_inline void cache_put(struct fs_cache *c, __u64 cgid, __u64 tag,
  * addresses doesn't match; its tag (cache_tag) voids it after any rename
  * or mount change. */
 struct created {
-    __u64 dentry;
+    __u64 dentry; /* ptr_value, as are mnt and inode */
     __u64 mnt;
     __u64 tag;
     __u64 inode; /* 0 until file_open */
@@ -167,7 +181,7 @@ struct task_fs {
     struct {
         __u64 sb;
         __u64 ns;
-        __u64 mnt;
+        __u64 mnt; /* ptr_value */
         __u32 seq;
     } one;
 };
@@ -178,28 +192,59 @@ struct {
     __type(value, struct task_fs);
 } task_fs SEC(".maps");
 
-/* check_path for an open file, through the cache: `file` must be a BTF
- * pointer (a hook argument), for its inode's storage. */
-static __always_inline int check_file(struct confine_job *job, __u64 cgid, struct file *file,
-                                      struct dentry *dentry, struct vfsmount *mnt, __u16 op, __u32 need)
+/* The tag of job `cgid`'s decision on an open file (a BTF pointer). */
+static __always_inline __u64 file_tag(struct file *file, __u64 cgid)
+{
+    return cache_tag(cgid, ptr_value(file->f_path.dentry), ptr_value(file->f_path.mnt));
+}
+
+/* Whether job `cgid`'s cached decision on an open file (`file` a BTF
+ * pointer, a hook argument) holds `need`. If not, *c and *tag say where
+ * decide_file may keep the decision (c NULL: nowhere). */
+static __always_inline bool file_cached(struct file *file, __u64 cgid, __u32 need, struct fs_cache **c,
+                                        __u64 *tag)
 {
     struct inode *inode = file->f_inode;
-    struct fs_cache *c = NULL;
-    __u64 tag = 0;
+
+    *c = NULL;
+    *tag = 0;
+    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1))
+        *tag = file_tag(file, cgid);
+    if (*tag)
+        *c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
+    return *c && cache_has(*c, cgid, *tag, need);
+}
+
+/* check_path for an open file that file_cached didn't settle; keeps the
+ * decision under `tag`. The inode's storage is made here, not by
+ * file_cached: files that never get this far (those on kernel-internal
+ * mounts) cost no allocation. */
+static __always_inline int decide_file(struct confine_job *job, __u64 cgid, struct file *file,
+                                       struct dentry *dentry, struct vfsmount *mnt, __u16 op, __u32 need,
+                                       struct fs_cache *c, __u64 tag)
+{
     __u32 bits;
     int ret;
 
-    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1))
-        tag = cache_tag(cgid, dentry, mnt);
-    if (tag)
-        c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (c && cache_has(c, cgid, tag, need))
-        return ALLOW;
+    if (!c && tag)
+        c = bpf_inode_storage_get(&fs_cache, file->f_inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     ret = decide_path(job, cgid, dentry, mnt, op, need, &bits);
     /* Kept only if nothing moved while we walked. */
-    if (c && bits && cache_tag(cgid, dentry, mnt) == tag)
+    if (c && bits && file_tag(file, cgid) == tag)
         cache_put(c, cgid, tag, bits);
     return ret;
+}
+
+/* check_path for an open file, through the cache. */
+static __always_inline int check_file(struct confine_job *job, __u64 cgid, struct file *file,
+                                      struct dentry *dentry, struct vfsmount *mnt, __u16 op, __u32 need)
+{
+    struct fs_cache *c;
+    __u64 tag;
+
+    if (file_cached(file, cgid, need, &c, &tag))
+        return ALLOW;
+    return decide_file(job, cgid, file, dentry, mnt, op, need, c, tag);
 }
 
 /* What making an entry other than a directory needs: that it is no guard
@@ -221,30 +266,31 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
                                        struct dentry *dentry, __u16 op, __u32 need, struct created *made)
 {
     struct inode *inode = dir->dentry->d_inode;
+    __u64 dir_dentry = ptr_value(dir->dentry), dir_mnt = ptr_value(dir->mnt), ctx, tag;
     struct fs_cache *c = NULL;
-    struct path d; /* dir's pointers as plain values, to hash */
-    __u64 ctx, tag;
+    struct vfsmount *mnt;
     __u32 bits;
     int ret;
 
-    bpf_probe_read_kernel(&d, sizeof(d), dir);
     ctx = tag_ctx(cgid);
-    tag = tag_for(base_in(ctx, d.dentry), d.mnt);
+    tag = tag_for(base_in(ctx, dir_dentry), dir_mnt);
     /* The entry's own tag, from before the decision (path_mknod's record
      * of a create). */
     if (made) {
-        bpf_probe_read_kernel(&made->dentry, sizeof(made->dentry), &dentry);
-        made->mnt = (__u64)d.mnt;
-        made->tag = tag_for(base_in(ctx, (void *)made->dentry), d.mnt);
+        made->dentry = ptr_value(dentry);
+        made->mnt = dir_mnt;
+        made->tag = tag_for(base_in(ctx, made->dentry), dir_mnt);
     }
 
     if (tag && inode)
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (c && (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
-              (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(cgid, dentry))))
+              (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(job, cgid, dentry))))
         return ALLOW;
-    ret = decide_path(job, cgid, dentry, d.mnt, op, need, &bits);
-    if (!c || !(bits & CONFINE_FS_WRITE) || cache_tag(cgid, d.dentry, d.mnt) != tag)
+    /* The walk takes the mount as a plain value. */
+    bpf_probe_read_kernel(&mnt, sizeof(mnt), &dir->mnt);
+    ret = decide_path(job, cgid, dentry, mnt, op, need, &bits);
+    if (!c || !(bits & CONFINE_FS_WRITE) || cache_tag(cgid, dir_dentry, dir_mnt) != tag)
         return ret;
     if (bits & CONFINE_FS_ALIKE)
         cache_put(c, cgid, tag, CACHE_ENTRY_WRITE);

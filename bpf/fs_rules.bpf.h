@@ -30,11 +30,14 @@ struct {
 } fs_names SEC(".maps");
 
 /* Whether `dentry`'s name (a BTF pointer) may be an entry's last
- * component: then a rule may single it out. */
-static __always_inline bool named(__u64 cgid, struct dentry *dentry)
+ * component: then a rule may single it out. First by its length, which
+ * settles most names without reading them. */
+static __always_inline bool named(struct confine_job *job, __u64 cgid, struct dentry *dentry)
 {
     struct confine_fs_name k = {.cgroup_id = cgid, .len = dentry->d_name.len};
 
+    if (!(job->name_lens & confine_name_len_bit(k.len)))
+        return false;
     bpf_probe_read_kernel_str(k.name, sizeof(k.name), dentry->d_name.name);
     return bpf_map_lookup_elem(&fs_names, &k) != NULL;
 }

@@ -21,11 +21,18 @@
 /* Value of the `jobs` map (key: __u64 cgroup id). */
 struct confine_job {
     __u32 flags;
-    __u32 ring;     /* the job's slot in `rings`, the pool of ring buffers */
-    __u64 families; /* bit N: the job may create sockets of address family N */
-    __u64 lost;     /* events dropped because the job's ring buffer was full */
-    __u64 inbound;  /* packets from off the machine dropped on their way to the job's sockets */
+    __u32 ring;      /* the job's slot in `rings`, the pool of ring buffers */
+    __u64 families;  /* bit N: the job may create sockets of address family N */
+    __u64 lost;      /* events dropped because the job's ring buffer was full */
+    __u64 inbound;   /* packets from off the machine dropped on their way to the job's sockets */
+    __u64 name_lens; /* confine_name_len_bit of each name in fs_names for the job */
 };
+
+/* A name length's bit in confine_job.name_lens; 63 and longer share one. */
+static inline __u64 confine_name_len_bit(__u32 len)
+{
+    return 1ull << (len < 63 ? len : 63);
+}
 
 /* Sizes of the shared maps. A full map makes `confine run` refuse to start
  * the job, never run it half-confined. */

@@ -77,6 +77,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
                                      uint32_t ring_slot) {
     JobPolicy p(objs, id);
     std::set<std::string> names;  // fs_names keys written: many entries share a last component
+    uint64_t name_lens = 0;
     for (const policy::FsTableEntry& e : policy::fs_table(c)) {
         confine_fs_key k = fs_key(id, e.prefix);
         uint32_t access = e.access | (e.guard ? CONFINE_FS_GUARD : 0) | (e.listable ? CONFINE_FS_LIST : 0) |
@@ -87,6 +88,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
         p.fs_keys_.push_back(k);
         if (e.prefix == "/") continue;
         confine_fs_name n = fs_name_key(id, e.prefix);
+        name_lens |= confine_name_len_bit(n.len);
         if (!names.emplace(reinterpret_cast<const char*>(&n), sizeof n).second) continue;
         uint8_t one = 1;
         if (auto r = update(objs, Map::FsNames, &n, &one); !r) return fail(r.error());
@@ -114,6 +116,7 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     if (c.user_namespaces) job.flags |= CONFINE_JOB_USERNS;
     if (c.exec_allowlist) job.flags |= CONFINE_JOB_EXEC_LIST;
     job.families = c.families;
+    job.name_lens = name_lens;
     if (auto r = update(objs, Map::Jobs, &id, &job); !r) return fail(r.error());
     p.job_ = true;
     return p;

@@ -31,6 +31,8 @@ constexpr const char* kIoctlCompat = "file_ioctl_compat";
 }  // namespace
 
 void choose_programs(fs_bpf& skel) {
+    // 6.2 (commit a35b9af4ec2c): see seq_of in bpf/fs_cache.bpf.h.
+    skel.rodata->have_rdonly_cast = kernel_has("bpf_rdonly_cast", BTF_KIND_FUNC);
     // 6.3 (commit c1632a0f1120, "fs: port ->setattr() to pass mnt_idmap")
     // put a struct mnt_idmap * first in inode_setattr's arguments.
     const bool idmap = kernel_has("mnt_idmap", BTF_KIND_STRUCT);
