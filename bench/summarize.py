@@ -313,7 +313,8 @@ p("""## Notes
   its buffers) to the cgroup, which the guest's root cgroup, where
   *unconfined* runs, never does: under icount on 6.12 that alone is 1.02
   on open, 1.05 on create and 1.10 on connect. So confine's own cost, and
-  the goals, are its ratio to this variant.
+  the goals, are its ratio to this variant. bwrap and srt run where
+  *unconfined* does, in the root cgroup, so their ratios leave that out.
   *confine*: `confine run --user U --workdir WORK -- CMD` (embedded default
   policy, enforce); *audit*: the same with `--mode audit`. *bwrap*: bubblewrap
   0.8 as a runner would use it, unprivileged (user namespace), started as the
