@@ -8,6 +8,9 @@
 //   hotpath connect N       TCP connect to a listener on 127.0.0.1:0 that
 //                           this process starts itself (+ accept, close both)
 //   hotpath spawn  N CMD [ARG...]   fork+exec+wait of CMD (job start latency)
+//   hotpath spawnas N USER CMD [ARG...]   the same, the child dropping to
+//                           USER first (its groups, uid, HOME), as a runner
+//                           starts an unsandboxed job itself
 //
 // The ops are timed in batches so the clock read (a real syscall in some
 // guests) stays small next to the op; the median over batches resists the
@@ -15,7 +18,9 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +48,7 @@ static int cmp_ll(const void* a, const void* b) {
 
 static const char* g_arg;    // FILE or DIR
 static char** g_argv;        // spawn: the command
+static const char* g_user;   // spawnas: whom the child becomes
 static int g_listener = -1;  // connect: our own listener
 static struct sockaddr_in g_addr;
 
@@ -90,6 +96,12 @@ static void op_spawn(void) {
     pid_t pid = fork();
     if (pid < 0) die("fork");
     if (pid == 0) {
+        if (g_user) {
+            struct passwd* pw = getpwnam(g_user);
+            if (!pw || initgroups(pw->pw_name, pw->pw_gid) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0 ||
+                setenv("HOME", pw->pw_dir, 1) != 0)
+                _exit(126);
+        }
         execvp(g_argv[0], g_argv);
         _exit(127);
     }
@@ -114,7 +126,7 @@ static void start_listener(void) {
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: hotpath open|stat|create|touch|connect|spawn N [FILE|DIR|CMD...]\n");
+        fprintf(stderr, "usage: hotpath open|stat|create|touch|connect|spawn|spawnas N [FILE|DIR|[USER] CMD...]\n");
         return 2;
     }
     const char* op = argv[1];
@@ -135,6 +147,8 @@ int main(int argc, char** argv) {
         fn = op_connect, start_listener();
     else if (!strcmp(op, "spawn"))
         fn = op_spawn, g_argv = argv + 3, batch = 1;  // ms each: no need to batch
+    else if (!strcmp(op, "spawnas") && argc > 4)
+        fn = op_spawn, g_user = argv[3], g_argv = argv + 4, batch = 1;
     else {
         fprintf(stderr, "hotpath: unknown op %s\n", op);
         return 2;

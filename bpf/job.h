@@ -18,6 +18,9 @@
 #define CONFINE_JOB_USERNS    0x2u /* [process] user_namespaces = true */
 #define CONFINE_JOB_EXEC_LIST 0x4u /* [filesystem] exec is an allowlist */
 
+/* Keys of a job that its end forgets without walking job_keys. */
+#define CONFINE_JOB_KEYS 2
+
 /* Value of the `jobs` map (key: __u64 cgroup id). */
 struct confine_job {
     __u32 flags;
@@ -26,6 +29,9 @@ struct confine_job {
     __u64 lost;      /* events dropped because the job's ring buffer was full */
     __u64 inbound;   /* packets from off the machine dropped on their way to the job's sockets */
     __u64 name_lens; /* confine_name_len_bit of each name in fs_names for the job */
+    __u64 keys;      /* keys the job made (its session keyring is one) */
+    /* The addresses of the first ones, which the job's end forgets. */
+    __u64 key[CONFINE_JOB_KEYS];
 };
 
 /* A name length's bit in confine_job.name_lens; 63 and longer share one. */

@@ -337,8 +337,13 @@ int BPF_PROG(confine_key_alloc, struct key *key, const struct cred *cred, unsign
         bpf_map_delete_elem(&job_keys, &addr);
         return 0;
     }
-    if (bpf_map_update_elem(&job_keys, &addr, &cgid, BPF_ANY) == 0)
+    if (bpf_map_update_elem(&job_keys, &addr, &cgid, BPF_ANY) == 0) {
+        __u64 n = __sync_fetch_and_add(&job->keys, 1);
+
+        if (n < CONFINE_JOB_KEYS)
+            job->key[n & (CONFINE_JOB_KEYS - 1)] = addr;
         return 0;
+    }
     /* No room to remember it: the job could never use it. */
     report_key(job, cgid, key, CONFINE_REASON_MAP_FULL);
     return -ENOMEM;

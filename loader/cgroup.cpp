@@ -107,8 +107,11 @@ Result<std::string> confine_cgroup(const std::string& sub) {
     }
     std::string dir = sub.empty() ? path : path + "/" + sub;
     // Best effort: a job whose limit needs a controller that couldn't be
-    // enabled fails in set_limits(), with the reason.
-    for (const char* c : kControllers) (void)delegate(*root, dir, c);
+    // enabled fails in set_limits(), with the reason. One DIR has enabled
+    // for its children, every level above it has.
+    const std::string enabled = read_all(dir + "/cgroup.subtree_control");
+    for (const char* c : kControllers)
+        if (!listed(enabled, c)) (void)delegate(*root, dir, c);
     return dir;
 }
 

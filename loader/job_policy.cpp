@@ -153,8 +153,25 @@ void forget_keys(const BpfObjects& objs, uint64_t job) {
 }
 
 JobPolicy::~JobPolicy() {
-    if (job_) forget_keys(*objs_, id_);
-    if (job_) bpf_map_delete_elem(objs_->map_fd(Map::Jobs), &id_);
+    if (job_) {
+        // Walking job_keys, a 65,536-bucket hash, would cost each job's
+        // end about a millisecond: a job that made no more keys than the
+        // entry records (its session keyring) has them forgotten one by
+        // one. Those of jobs whose confine was killed go with
+        // collect_orphan_jobs, or with the next walk.
+        int keys = objs_->map_fd(Map::JobKeys), jobs = objs_->map_fd(Map::Jobs);
+        confine_job job{};
+        if (bpf_map_lookup_elem(jobs, &id_, &job) != 0 || job.keys > CONFINE_JOB_KEYS) {
+            forget_keys(*objs_, id_);
+        } else {
+            for (uint64_t i = 0; i < job.keys; i++) {
+                uint64_t owner;
+                if (bpf_map_lookup_elem(keys, &job.key[i], &owner) == 0 && owner == id_)
+                    bpf_map_delete_elem(keys, &job.key[i]);
+            }
+        }
+        bpf_map_delete_elem(jobs, &id_);
+    }
     for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd(Map::FsRules), &k);
     for (auto& k : fs_names_) bpf_map_delete_elem(objs_->map_fd(Map::FsNames), &k);
     for (auto& k : net_keys_) bpf_map_delete_elem(objs_->map_fd(Map::NetRules), &k);

@@ -375,6 +375,28 @@ std::set<std::string> maps_keyed_by(uint64_t cgid) {
     return out;
 }
 
+// How many keys job_keys holds as made by cgroup `cgid` (its value).
+size_t keys_of_job(uint64_t cgid) {
+    Result show = bpftool({"-j", "-f", "map", "show"});
+    static const std::regex pin_re(R"re("(/sys/fs/bpf/confine/[^"]+/job_keys)")re");
+    std::smatch pin;
+    EXPECT_TRUE(std::regex_search(show.out, pin, pin_re)) << "no pinned job_keys\n" << show.describe();
+    Result dump = bpftool({"-j", "map", "dump", "pinned", pin[1].str()});
+    EXPECT_EQ(dump.status, 0) << dump.describe();
+    static const std::regex value_re(R"re("value":\[([^\]]*)\])re");
+    static const std::regex byte_re(R"re("0x([0-9a-f]{2})")re");
+    size_t n = 0;
+    for (std::sregex_iterator v(dump.out.begin(), dump.out.end(), value_re), end; v != end; ++v) {
+        std::string hex = (*v)[1].str();
+        uint64_t owner = 0;
+        int shift = 0;
+        for (std::sregex_iterator b(hex.begin(), hex.end(), byte_re); b != end && shift < 64; ++b, shift += 8)
+            owner |= std::stoull((*b)[1].str(), nullptr, 16) << shift;
+        n += owner == cgid;
+    }
+    return n;
+}
+
 TEST_F(RunTest, NothingIsLeftAttachedOrMappedAfterTheJob) {
     const std::string policy = make_policy({.connect = {"tcp://127.0.0.1:9"}});
     Started job =
@@ -397,6 +419,7 @@ TEST_F(RunTest, NothingIsLeftAttachedOrMappedAfterTheJob) {
     std::set<std::string> during = maps_keyed_by(cgid);
     EXPECT_TRUE(during.contains("jobs")) << "the jobs map has no entry for cgroup " << cgid;
     EXPECT_GE(during.size(), 3u) << fmt::format("maps with cgroup {}: {}", cgid, fmt::join(during, ", "));
+    EXPECT_EQ(keys_of_job(cgid), 1u) << "the job's session keyring is not in job_keys";
 
     write_file(work() + "/release", "");
     Result r = finish(job);
@@ -418,6 +441,35 @@ TEST_F(RunTest, NothingIsLeftAttachedOrMappedAfterTheJob) {
     }
     std::set<std::string> after = maps_keyed_by(cgid);
     EXPECT_TRUE(after.empty()) << fmt::format("maps still holding cgroup {}: {}", cgid, fmt::join(after, ", "));
+    EXPECT_EQ(keys_of_job(cgid), 0u);
+}
+
+// A job's end forgets its keys one by one while it made no more than its
+// entry records (CONFINE_JOB_KEYS), and by walking job_keys past that:
+// either way none of them outlives it.
+TEST_F(RunTest, NoKeyOfAJobOutlivesItHoweverManyItMade) {
+    install_helper(work());
+    for (int added : {0, 1, 4}) {
+        SCOPED_TRACE(fmt::format("{} keys added to the session keyring", added));
+        std::string adds;
+        for (int i = 0; i < added; i++) adds += fmt::format(" key,add,@s,k{0},v{0}", i);
+        unlink((work() + "/ready").c_str());
+        unlink((work() + "/release").c_str());
+        Started job = start({.argv = {"/bin/sh", "-c",
+                                      (added ? "./vmhelper" + adds + "; " : std::string()) +
+                                          "touch ready; while [ ! -e release ]; do sleep 0.1; done"}});
+        ASSERT_TRUE(wait_until([&] { return exists(work() + "/ready"); }, 60)) << finish(job, 1).describe();
+        const std::string cg = job_cgroup(job.job);
+        struct stat st {};
+        ASSERT_EQ(stat(cg.c_str(), &st), 0) << cg;
+        EXPECT_EQ(keys_of_job(st.st_ino), 1u + added);
+        write_file(work() + "/release", "");
+        Result r = finish(job);
+        EXPECT_EQ(r.status, 0) << r.describe();
+        for (int i = 0; i < added; i++)
+            EXPECT_NE(r.out.find(fmt::format("key,add,@s,k{0},v{0} -> ok", i)), npos) << r.describe();
+        EXPECT_EQ(keys_of_job(st.st_ino), 0u);
+    }
 }
 
 // The build's pins, /sys/fs/bpf/confine/<build tag>, after a first run
