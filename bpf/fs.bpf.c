@@ -434,10 +434,16 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 #define ATTR_SIZE 0x8
 /* Whether the file's own slot, or the task's record of creating it, holds
  * the write through `mnt` (a ptr_value) under `tag` (0: nothing may be
- * kept). */
+ * kept). A directory's slot may hold its entries' write instead (from
+ * check_entry, under the same tag): that was kept only where no rule lies
+ * below the directory, or the rule is the directory's own, so the rule
+ * that decides its entries decides the directory itself. `tar x` sets
+ * each directory's times after filling it. */
 static __always_inline bool write_kept(__u64 slot, __u64 tag, __u64 mnt, __u64 made_mnt, __u64 made_tag)
 {
-    return tag && (slot_has(slot, tag, CONFINE_FS_WRITE) || (made_mnt == mnt && made_tag == tag));
+    return tag && (((slot & ~CACHE_BITS) == tag &&
+                    (slot & (CONFINE_FS_WRITE | CACHE_ENTRY_WRITE | CACHE_UNNAMED_WRITE))) ||
+                   (made_mnt == mnt && made_tag == tag));
 }
 
 /* global_dentry's look at each mount of the file's filesystem, as a
