@@ -232,6 +232,45 @@ TEST_F(FsRaceTest, ATimesDecisionDoesNotOutliveARename) {
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
 }
 
+// A directory's times may also come from its entries' decision, kept on
+// it by a create inside (tar x sets each directory's times after filling
+// it). That too is void after a rename: once the directory's parent moves
+// under a denied one, its times are refused.
+TEST_F(FsRaceTest, ADirectorysTimesFromItsEntriesDoNotOutliveARename) {
+    const std::string secret = work() + "/secret", pub = work() + "/pub";
+    make_dir(secret);
+    auto cmd = [&](const std::string& helper) {
+        return fmt::format("{} --op-comm open,pub/d/new,w+creat utimes,pub/d,now wait,go utimes,secret/pub/d,now",
+                           helper);
+    };
+    auto play = [&](auto&& begin, auto&& end) {
+        make_dir(pub, 0777);
+        make_dir(pub + "/d", 0777);
+        auto handle = begin();
+        EXPECT_TRUE(wait_until([&] { return exists(pub + "/d/new"); }, 60));
+        EXPECT_EQ(rename(pub.c_str(), (secret + "/pub").c_str()), 0) << strerror(errno);
+        write_file(work() + "/go", "");
+        Result r = end(handle);
+        std::filesystem::remove_all(secret + "/pub");
+        unlink((work() + "/go").c_str());
+        return r;
+    };
+    const std::string helper = install_helper(work());
+
+    Result control = play([&] { return start_unconfined(cmd(helper)); }, [](Process& p) { return p.wait(); });
+    EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok"}))
+        << control.describe();
+
+    Result r = play(
+        [&] {
+            return start({.policy = make_policy({.deny = {secret}}), .argv = {"/bin/sh", "-c", cmd(helper)}});
+        },
+        [&](Started& s) { return finish(s); });
+    EXPECT_EQ(parse_ops(r.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "utimes:EPERM"})) << r.describe();
+    EXPECT_DENIAL(r, "setattr", secret + "/pub/d", "op3");
+    EXPECT_EQ(r.audit.size(), 1u) << r.describe();
+}
+
 // A create is recorded on the task, for the times tar sets next, under a
 // tag taken before path_mknod decides: a directory moved under a denied one
 // while the create is decided, or after, voids it. Root moves the job's
