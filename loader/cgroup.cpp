@@ -107,8 +107,8 @@ Result<std::string> confine_cgroup(const std::string& sub) {
     }
     std::string dir = sub.empty() ? path : path + "/" + sub;
     // Best effort: a job whose limit needs a controller that couldn't be
-    // enabled fails in set_limits(), with the reason. One DIR has enabled
-    // for its children, every level above it has.
+    // enabled fails in set_limits(), with the reason. A controller DIR
+    // already passes to its children, every level above it passes too.
     const std::string enabled = read_all(dir + "/cgroup.subtree_control");
     for (const char* c : kControllers)
         if (!listed(enabled, c)) (void)delegate(*root, dir, c);
