@@ -16,6 +16,7 @@
 #include <array>
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -92,6 +93,33 @@ protected:
         ASSERT_EQ(control.status, 0) << control.describe();
         EXPECT_NE(control.out.find(kSshSecret), npos) << "unconfined, the race never reached the key\n" << control.out;
         EXPECT_NE(control.out.find("content allowed\\n"), npos) << control.out;
+    }
+
+    // Runs CMD in the workdir unconfined, then in a job denied work()/secret.
+    // Each time SETUP makes work()/pub, and once CREATED exists, root moves
+    // pub to secret/pub and writes work()/go for CMD to go on.
+    std::pair<Result, Result> moved_under_denied(const std::function<void(const std::string& pub)>& setup,
+                                                 const std::string& created, const std::string& cmd) {
+        const std::string secret = work() + "/secret", pub = work() + "/pub";
+        make_dir(secret);
+        auto play = [&](auto&& begin, auto&& end) {
+            setup(pub);
+            auto handle = begin();
+            EXPECT_TRUE(wait_until([&] { return exists(work() + "/" + created); }, 60));
+            EXPECT_EQ(rename(pub.c_str(), (secret + "/pub").c_str()), 0) << strerror(errno);
+            write_file(work() + "/go", "");
+            Result r = end(handle);
+            std::filesystem::remove_all(secret + "/pub");
+            unlink((work() + "/go").c_str());
+            return r;
+        };
+        Result control = play([&] { return start_unconfined(cmd); }, [](Process& p) { return p.wait(); });
+        Result confined = play(
+            [&] {
+                return start({.policy = make_policy({.deny = {secret}}), .argv = {"/bin/sh", "-c", cmd}});
+            },
+            [&](Started& s) { return finish(s); });
+        return {control, confined};
     }
 };
 
@@ -190,45 +218,25 @@ TEST_F(FsRaceTest, ADecisionDoesNotOutliveARenameOrAMountMove) {
 // times tar sets next. Neither may outlive a rename: after the directory
 // moves under a denied one, both files are refused, in the same process.
 TEST_F(FsRaceTest, ATimesDecisionDoesNotOutliveARename) {
-    const std::string secret = work() + "/secret", pub = work() + "/pub";
-    make_dir(secret);
-    auto cmd = [&](const std::string& helper) {
-        // Touches old twice (the second from the cache), creates new, waits
-        // for go, then touches both at their new paths.
-        return fmt::format(
-            "{} --op-comm utimes,pub/old,now utimes,pub/old,now open,pub/new,w+creat wait,go "
-            "utimes,secret/pub/new,now utimes,secret/pub/old,now",
-            helper);
-    };
-    auto play = [&](auto&& begin, auto&& end) {
-        make_dir(pub, 0777);
-        write_file(pub + "/old", "");
-        chown((pub + "/old").c_str(), test_user().uid, test_user().gid);
-        auto handle = begin();
-        EXPECT_TRUE(wait_until([&] { return exists(pub + "/new"); }, 60));
-        EXPECT_EQ(rename(pub.c_str(), (secret + "/pub").c_str()), 0) << strerror(errno);
-        write_file(work() + "/go", "");
-        Result r = end(handle);
-        std::filesystem::remove_all(secret + "/pub");
-        unlink((work() + "/go").c_str());
-        return r;
-    };
-    const std::string helper = install_helper(work());
-
-    Result control = play([&] { return start_unconfined(cmd(helper)); }, [](Process& p) { return p.wait(); });
+    // Touches old twice (the second from the cache), creates new, waits for
+    // go, then touches both at their new paths.
+    const auto [control, r] = moved_under_denied(
+        [&](const std::string& pub) {
+            make_dir(pub, 0777);
+            write_file(pub + "/old", "");
+            chown((pub + "/old").c_str(), test_user().uid, test_user().gid);
+        },
+        "pub/new",
+        fmt::format("{} --op-comm utimes,pub/old,now utimes,pub/old,now open,pub/new,w+creat wait,go "
+                    "utimes,secret/pub/new,now utimes,secret/pub/old,now",
+                    install_helper(work())));
     EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok", "ok", "ok"}))
         << control.describe();
-
-    Result r = play(
-        [&] {
-            return start({.policy = make_policy({.deny = {secret}}), .argv = {"/bin/sh", "-c", cmd(helper)}});
-        },
-        [&](Started& s) { return finish(s); });
     EXPECT_EQ(parse_ops(r.out).by_index,
               (std::vector<std::string>{"ok", "ok", "ok", "ok", "utimes:EPERM", "utimes:EPERM"}))
         << r.describe();
-    EXPECT_DENIAL(r, "setattr", secret + "/pub/new", "op4");
-    EXPECT_DENIAL(r, "setattr", secret + "/pub/old", "op5");
+    EXPECT_DENIAL(r, "setattr", work() + "/secret/pub/new", "op4");
+    EXPECT_DENIAL(r, "setattr", work() + "/secret/pub/old", "op5");
     EXPECT_EQ(r.audit.size(), 2u) << r.describe();
 }
 
@@ -237,37 +245,18 @@ TEST_F(FsRaceTest, ATimesDecisionDoesNotOutliveARename) {
 // it). That too is void after a rename: once the directory's parent moves
 // under a denied one, its times are refused.
 TEST_F(FsRaceTest, ADirectorysTimesFromItsEntriesDoNotOutliveARename) {
-    const std::string secret = work() + "/secret", pub = work() + "/pub";
-    make_dir(secret);
-    auto cmd = [&](const std::string& helper) {
-        return fmt::format("{} --op-comm open,pub/d/new,w+creat utimes,pub/d,now wait,go utimes,secret/pub/d,now",
-                           helper);
-    };
-    auto play = [&](auto&& begin, auto&& end) {
-        make_dir(pub, 0777);
-        make_dir(pub + "/d", 0777);
-        auto handle = begin();
-        EXPECT_TRUE(wait_until([&] { return exists(pub + "/d/new"); }, 60));
-        EXPECT_EQ(rename(pub.c_str(), (secret + "/pub").c_str()), 0) << strerror(errno);
-        write_file(work() + "/go", "");
-        Result r = end(handle);
-        std::filesystem::remove_all(secret + "/pub");
-        unlink((work() + "/go").c_str());
-        return r;
-    };
-    const std::string helper = install_helper(work());
-
-    Result control = play([&] { return start_unconfined(cmd(helper)); }, [](Process& p) { return p.wait(); });
+    const auto [control, r] = moved_under_denied(
+        [&](const std::string& pub) {
+            make_dir(pub, 0777);
+            make_dir(pub + "/d", 0777);
+        },
+        "pub/d/new",
+        fmt::format("{} --op-comm open,pub/d/new,w+creat utimes,pub/d,now wait,go utimes,secret/pub/d,now",
+                    install_helper(work())));
     EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok"}))
         << control.describe();
-
-    Result r = play(
-        [&] {
-            return start({.policy = make_policy({.deny = {secret}}), .argv = {"/bin/sh", "-c", cmd(helper)}});
-        },
-        [&](Started& s) { return finish(s); });
     EXPECT_EQ(parse_ops(r.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "utimes:EPERM"})) << r.describe();
-    EXPECT_DENIAL(r, "setattr", secret + "/pub/d", "op3");
+    EXPECT_DENIAL(r, "setattr", work() + "/secret/pub/d", "op3");
     EXPECT_EQ(r.audit.size(), 1u) << r.describe();
 }
 
