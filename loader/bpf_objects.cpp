@@ -1,6 +1,7 @@
 #include "loader/bpf_objects.h"
 
 #include <bpf/bpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/magic.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 
 #include "fs.manifest.h"
@@ -96,8 +98,12 @@ bool is_global(bpf_program* prog) {
     return bpf_program__expected_attach_type(prog) == BPF_LSM_MAC;
 }
 
+std::string pin_name(const char* prog, bool global) {
+    return std::string(global ? "link_" : "") + prog;
+}
+
 std::string pin_path(const std::string& dir, const char* prog, bool global) {
-    return dir + "/" + (global ? "link_" : "") + prog;
+    return dir + "/" + pin_name(prog, global);
 }
 
 // Pinned last, once every program of the feature that belongs on this
@@ -155,15 +161,23 @@ Result<void> load_and_pin(const Opened& o, const char* name, const std::string& 
     return {};
 }
 
+// The names in DIR, read once: a start checks some 40 pins.
+std::set<std::string> names_in(const std::string& dir) {
+    std::set<std::string> names;
+    std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
+    while (const dirent* e = d ? readdir(d.get()) : nullptr) names.insert(e->d_name);
+    return names;
+}
+
 // Whether a feature is loaded, and still whole: its ready marker pinned and
-// every global link it counted still pinned. Unpinning a link detaches its
-// program (only root can: the pins are 0700), and the marker alone would
-// let jobs start without that hook.
-bool loaded_whole(const Feature& f, const std::string& dir) {
+// every global link it counted still pinned (`pins`: the names in DIR).
+// Unpinning a link detaches its program (only root can: the pins are 0700),
+// and the marker alone would let jobs start without that hook.
+bool loaded_whole(const Feature& f, const std::string& dir, const std::set<std::string>& pins) {
     Fd marker(bpf_obj_get(ready_marker(dir, f.name).c_str()));
     uint32_t key = 0, links = 0, pinned = 0;
     if (!marker || bpf_map_lookup_elem(marker.get(), &key, &links) != 0) return false;
-    for (const char* prog : f.global_progs) pinned += access(pin_path(dir, prog, true).c_str(), F_OK) == 0;
+    for (const char* prog : f.global_progs) pinned += pins.contains(pin_name(prog, true));
     return pinned == links;
 }
 
@@ -189,10 +203,10 @@ Result<void> check_shared_maps(const Feature& f, const std::string& dir, const s
 }
 
 // Loads and pins one feature object unless it is loaded whole, and
-// attaches its cgroup programs to `cgroup_fd`. Adds their ids to `ids`;
-// sets `loaded` if it loaded.
-Result<void> open_feature(const Feature& f, bool whole, const std::string& dir, int cgroup_fd,
-                          std::map<bpf_attach_type, std::vector<uint32_t>>& ids, bool& loaded) {
+// attaches its cgroup programs to `cgroup_fd` (which has `attached`). Adds
+// their ids to `ids`; sets `loaded` if it loaded.
+Result<void> open_feature(const Feature& f, bool whole, const std::string& dir, int cgroup_fd, AttachedIds& attached,
+                          AttachedIds& ids, bool& loaded) {
     if (!whole) {
         LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = dir.c_str());
         const Opened o = f.open(&opts);
@@ -206,8 +220,9 @@ Result<void> open_feature(const Feature& f, bool whole, const std::string& dir, 
         std::string pin = pin_path(dir, prog.name, false);
         Fd fd(bpf_obj_get(pin.c_str()));
         if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));
-        if (auto r = attach_to_parent(fd.get(), prog.name, prog.type, cgroup_fd); !r) return r;
-        ids[prog.type].push_back(prog_id(fd.get()));
+        const uint32_t id = prog_id(fd.get());
+        if (auto r = attach_to_parent(fd.get(), id, prog.name, prog.type, cgroup_fd, attached); !r) return r;
+        ids[prog.type].push_back(id);
     }
     return {};
 }
@@ -258,7 +273,7 @@ Result<BpfObjects> BpfObjects::open() {
     if (auto r = ensure_dir(o.dir_); !r) return fail(r.error());
     struct Attached {
         Fd cgroup;
-        std::map<bpf_attach_type, std::vector<uint32_t>> ids;
+        AttachedIds attached, ids;  // what the cgroup has; what this build's are
     };
     std::map<Parent, Attached> parents;
     for (auto [which, path] : {std::pair{Parent::Jobs, o.parent_}, {Parent::Proxies, o.proxies_parent_}}) {
@@ -266,14 +281,16 @@ Result<BpfObjects> BpfObjects::open() {
         if (!parents[which].cgroup) return fail(Error::sys("cgroup: opening " + path));
     }
     std::map<const Feature*, bool> whole;
-    for (const Feature& f : kFeatures) whole[&f] = loaded_whole(f, o.dir_);
+    const std::set<std::string> pins = names_in(o.dir_);
+    for (const Feature& f : kFeatures) whole[&f] = loaded_whole(f, o.dir_, pins);
     for (const Feature& f : kFeatures)
         if (!whole[&f])
             if (auto r = check_shared_maps(f, o.dir_, whole); !r) return fail(r.error());
     bool loaded = false;
     for (const Feature& f : kFeatures) {
         Attached& a = parents[f.parent];
-        if (auto r = open_feature(f, whole[&f], o.dir_, a.cgroup.get(), a.ids, loaded); !r) return fail(r.error());
+        if (auto r = open_feature(f, whole[&f], o.dir_, a.cgroup.get(), a.attached, a.ids, loaded); !r)
+            return fail(r.error());
     }
     if (loaded)
         for (auto& [which, a] : parents)

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -27,11 +26,14 @@ Result<void> write_file(const std::string& path, const std::string& value) {
     return {};
 }
 
+// "" if PATH can't be read. Plain read(2): a start reads a dozen of these,
+// and an ifstream costs more to set up than the read.
 std::string read_all(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; fd && (n = ::read(fd.get(), buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    return out;
 }
 
 // Whether NAME is a word of a space-separated list (cgroup.controllers).
@@ -44,7 +46,7 @@ bool listed(const std::string& list, std::string_view name) {
 
 // The value of KEY in a flat keyed file ("oom_kill 3" lines); 0 if absent.
 uint64_t keyed(const std::string& path, std::string_view key) {
-    std::ifstream in(path);
+    std::istringstream in(read_all(path));
     std::string k;
     uint64_t v = 0;
     while (in >> k >> v)
@@ -69,7 +71,7 @@ Result<void> delegate(const std::string& root, const std::string& dir, const cha
 }
 
 bool populated(const std::string& events) {
-    std::ifstream in(events);
+    std::istringstream in(read_all(events));
     std::string key, value;
     while (in >> key >> value)
         if (key == "populated") return value != "0";
@@ -78,10 +80,22 @@ bool populated(const std::string& events) {
 
 }  // namespace
 
+bool has_children(const std::string& path) {
+    std::istringstream in(read_all(path + "/cgroup.stat"));
+    std::string key;
+    uint64_t value = 0;
+    while (in >> key >> value)
+        if (key == "nr_descendants") return value != 0;
+    return true;  // unreadable: the caller looks
+}
+
 // From mountinfo rather than statfs() of /sys/fs/cgroup: hybrid systems
-// mount cgroup v2 at /sys/fs/cgroup/unified, beside v1 controllers.
+// mount cgroup v2 at /sys/fs/cgroup/unified, beside v1 controllers. Read
+// once per process (a start asked three times).
 Result<std::string> cgroup2_mount() {
-    std::ifstream in("/proc/self/mountinfo");
+    static std::string found;
+    if (!found.empty()) return found;
+    std::istringstream in(read_all("/proc/self/mountinfo"));
     std::string line;
     while (std::getline(in, line)) {
         // "36 25 0:31 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw"
@@ -90,7 +104,7 @@ Result<std::string> cgroup2_mount() {
         std::istringstream fields(line);
         std::string id, parent, dev, root, mount;
         fields >> id >> parent >> dev >> root >> mount;
-        if (root == "/") return mount;
+        if (root == "/") return found = mount;
     }
     return fail(Error::msg("cgroup: no cgroup v2 hierarchy is mounted")
                     .hint("Mount it: mount -t cgroup2 none /sys/fs/cgroup (confine needs cgroup v2)"));
@@ -136,8 +150,7 @@ Result<JobCgroup> JobCgroup::create(const std::string& parent, const std::string
 
 std::string process_identity(pid_t pid) {
     // /proc/PID/stat's 22nd field, the start time, tells a reused pid apart.
-    std::ifstream in(fmt::format("/proc/{}/stat", pid));
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string stat = read_all(fmt::format("/proc/{}/stat", pid));
     size_t at = stat.rfind(')');
     if (at == std::string::npos) return "";
     std::istringstream rest(stat.substr(at + 2));
@@ -187,11 +200,12 @@ Result<void> JobCgroup::set_limits(const policy::CompiledLimits& l) {
          l.cpu_quota_us ? std::optional(fmt::format("{} {}", *l.cpu_quota_us, policy::kCpuPeriodUs)) : std::nullopt,
          "This kernel has no CPU bandwidth control (CONFIG_CFS_BANDWIDTH)"},
     };
+    std::string controllers = read_all(path_ + "/cgroup.controllers");
     for (const Setting& s : settings) {
         if (!s.value) continue;
         const std::string why = fmt::format(", so [limits] {} can't be enforced; the job was not started", s.key);
         const std::string instead = fmt::format("or set {} = \"max\" in [limits] to run without it", s.key);
-        if (!listed(read_all(path_ + "/cgroup.controllers"), s.controller)) {
+        if (!listed(controllers, s.controller)) {
             auto root = cgroup2_mount();
             if (!root) return fail(root.error());
             if (!listed(read_all(*root + "/cgroup.controllers"), s.controller))
@@ -213,7 +227,8 @@ Result<void> JobCgroup::set_limits(const policy::CompiledLimits& l) {
                                           instead));
                 return fail(std::move(e).hint("Enable it there by hand, " + instead));
             }
-            if (!listed(read_all(path_ + "/cgroup.controllers"), s.controller))
+            controllers = read_all(path_ + "/cgroup.controllers");
+            if (!listed(controllers, s.controller))
                 return fail(Error::msg(fmt::format("cgroup: the {} controller is not in {}/cgroup.controllers although "
                                                    "its parents enable it{}",
                                                    s.controller, path_, why))

@@ -19,6 +19,10 @@ Result<std::string> cgroup2_mount();
 // kernel lets us), so that the cgroups below can be limited.
 Result<std::string> confine_cgroup(const std::string& sub = "");
 
+// Whether the cgroup at PATH has child cgroups (cgroup.stat, one read
+// where listing it would read every control file's name).
+bool has_children(const std::string& path);
+
 // How often the job's limits stopped it, from its cgroup's counters.
 struct LimitHits {
     uint64_t memory = 0;  // memory.events oom_kill: processes OOM-killed

@@ -31,15 +31,19 @@ Result<std::vector<uint32_t>> attached_ids(int cgroup_fd, bpf_attach_type type) 
     return std::vector<uint32_t>(ids, ids + q.prog_cnt);
 }
 
-// Attaches a cgroup program to a parent cgroup, unless it is already
-// (attaching it twice fails with EINVAL, like a full hook budget would).
-// The attachment lives as long as that cgroup, whatever becomes of confine.
-Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type type, int cgroup_fd) {
-    auto attached = attached_ids(cgroup_fd, type);
-    if (!attached) return fail(attached.error());
-    if (std::ranges::count(*attached, prog_id(prog_fd)) ||
-        bpf_prog_attach(prog_fd, cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0)
+Result<void> attach_to_parent(int prog_fd, uint32_t id, const char* name, bpf_attach_type type, int cgroup_fd,
+                              AttachedIds& attached) {
+    auto have = attached.find(type);
+    if (have == attached.end()) {
+        auto ids = attached_ids(cgroup_fd, type);
+        if (!ids) return fail(ids.error());
+        have = attached.emplace(type, std::move(*ids)).first;
+    }
+    if (std::ranges::count(have->second, id)) return {};
+    if (bpf_prog_attach(prog_fd, cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0) {
+        have->second.push_back(id);
         return {};
+    }
     Error e = Error::sys(std::string("bpf: attaching program ") + name + " to confine's parent cgroup");
     if (errno == EINVAL)
         return fail(
@@ -51,7 +55,7 @@ Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type typ
 // Detaches from a parent cgroup every program of these types that
 // is not in `keep`: what a load interrupted after attaching left there. Its
 // programs would run next to their replacements, with globals of their own.
-Result<void> detach_stale(int cgroup_fd, const std::map<bpf_attach_type, std::vector<uint32_t>>& keep) {
+Result<void> detach_stale(int cgroup_fd, const AttachedIds& keep) {
     for (const auto& [type, ids] : keep) {
         auto attached = attached_ids(cgroup_fd, type);
         if (!attached) return fail(attached.error());

@@ -20,14 +20,20 @@ uint32_t prog_id(int prog_fd);
 // detach_stale would leave a stale program running.
 Result<std::vector<uint32_t>> attached_ids(int cgroup_fd, bpf_attach_type type);
 
-// Attaches a cgroup program to a parent cgroup, unless it is already
-// (attaching it twice fails with EINVAL, like a full hook budget would).
-// The attachment lives as long as that cgroup, whatever becomes of confine.
-Result<void> attach_to_parent(int prog_fd, const char* name, bpf_attach_type type, int cgroup_fd);
+// Program ids per attach type.
+using AttachedIds = std::map<bpf_attach_type, std::vector<uint32_t>>;
+
+// Attaches a cgroup program (whose id is ID) to a parent cgroup, unless it
+// is already (attaching it twice fails with EINVAL, like a full hook budget
+// would). `attached` holds what the cgroup has: each type is queried once,
+// on first use, and a program attached here is added. The attachment lives
+// as long as that cgroup, whatever becomes of confine.
+Result<void> attach_to_parent(int prog_fd, uint32_t id, const char* name, bpf_attach_type type, int cgroup_fd,
+                              AttachedIds& attached);
 
 // Detaches from a parent cgroup every program of these types that
 // is not in `keep`: what a load interrupted after attaching left there. Its
 // programs would run next to their replacements, with globals of their own.
-Result<void> detach_stale(int cgroup_fd, const std::map<bpf_attach_type, std::vector<uint32_t>>& keep);
+Result<void> detach_stale(int cgroup_fd, const AttachedIds& keep);
 
 }  // namespace confine

@@ -16,13 +16,38 @@
 namespace confine {
 namespace {
 
-Result<void> update(const BpfObjects& objs, Map map, const void* key, const void* value) {
-    if (bpf_map_update_elem(objs.map_fd(map), key, value, BPF_ANY) == 0) return {};
+Result<void> map_error(Map map) {
     int e = errno;
     Error err = Error::sys(std::string("bpf: adding to map ") + map_name(map), e);
     if (e == E2BIG || e == ENOMEM || e == ENOSPC)
         return fail(std::move(err).hint("The map is full: too many concurrent jobs or rules; the job was not started"));
     return fail(err);
+}
+
+Result<void> update(const BpfObjects& objs, Map map, const void* key, const void* value) {
+    if (bpf_map_update_elem(objs.map_fd(map), key, value, BPF_ANY) == 0) return {};
+    return map_error(map);
+}
+
+// KEYS[i] -> VALUES[i] into MAP with one bpf() call where a job adds dozens
+// (BPF_MAP_UPDATE_BATCH, 5.6, for hash and LPM trie maps alike).
+template <class Key, class Value>
+Result<void> update_all(const BpfObjects& objs, Map map, const std::vector<Key>& keys,
+                        const std::vector<Value>& values) {
+    auto n = static_cast<uint32_t>(keys.size());
+    LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+    if (n == 0 || bpf_map_update_batch(objs.map_fd(map), keys.data(), values.data(), &n, &opts) == 0) return {};
+    return map_error(map);
+}
+
+// Deletes KEYS from MAP, best effort: in one call, then one by one from
+// where the batch stopped (it stops at the first key missing).
+template <class Key>
+void erase_all(int map, const std::vector<Key>& keys) {
+    auto n = static_cast<uint32_t>(keys.size());
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (n == 0 || bpf_map_delete_batch(map, keys.data(), &n, &opts) == 0) return;
+    for (size_t i = n; i < keys.size(); i++) bpf_map_delete_elem(map, &keys[i]);
 }
 
 }  // namespace
@@ -78,22 +103,23 @@ Result<JobPolicy> JobPolicy::install(const BpfObjects& objs, uint64_t id, const 
     JobPolicy p(objs, id);
     std::set<std::string> names;  // fs_names keys written: many entries share a last component
     uint64_t name_lens = 0;
+    std::vector<uint32_t> values;
     for (const policy::FsTableEntry& e : policy::fs_table(c)) {
-        confine_fs_key k = fs_key(id, e.prefix);
+        const confine_fs_key& k = p.fs_keys_.emplace_back(fs_key(id, e.prefix));
         uint32_t access = e.access | (e.guard ? CONFINE_FS_GUARD : 0) | (e.listable ? CONFINE_FS_LIST : 0) |
                           (e.leaf ? CONFINE_FS_LEAF : 0);
         // The key length tells the BPF side an exact match from a prefix one.
-        uint32_t value = confine_fs_value(access, confine_fs_path_bytes(k.prefixlen));
-        if (auto r = update(objs, Map::FsRules, &k, &value); !r) return fail(r.error());
-        p.fs_keys_.push_back(k);
+        values.push_back(confine_fs_value(access, confine_fs_path_bytes(k.prefixlen)));
         if (e.prefix == "/") continue;
         confine_fs_name n = fs_name_key(id, e.prefix);
         name_lens |= confine_name_len_bit(n.len);
-        if (!names.emplace(reinterpret_cast<const char*>(&n), sizeof n).second) continue;
-        uint8_t one = 1;
-        if (auto r = update(objs, Map::FsNames, &n, &one); !r) return fail(r.error());
-        p.fs_names_.push_back(n);
+        if (names.emplace(reinterpret_cast<const char*>(&n), sizeof n).second) p.fs_names_.push_back(n);
     }
+    // Entries a failed batch never added are deleted with the rest: every
+    // key carries the job's id.
+    if (auto r = update_all(objs, Map::FsRules, p.fs_keys_, values); !r) return fail(r.error());
+    if (auto r = update_all(objs, Map::FsNames, p.fs_names_, std::vector<uint8_t>(p.fs_names_.size(), 1)); !r)
+        return fail(r.error());
     auto add_net = [&](const std::vector<policy::Endpoint>& eps, uint32_t op) -> Result<void> {
         for (const policy::Endpoint& ep : eps) {
             confine_net_key k = net_key(id, ep);
@@ -172,9 +198,9 @@ JobPolicy::~JobPolicy() {
         }
         bpf_map_delete_elem(jobs, &id_);
     }
-    for (auto& k : fs_keys_) bpf_map_delete_elem(objs_->map_fd(Map::FsRules), &k);
-    for (auto& k : fs_names_) bpf_map_delete_elem(objs_->map_fd(Map::FsNames), &k);
-    for (auto& k : net_keys_) bpf_map_delete_elem(objs_->map_fd(Map::NetRules), &k);
+    erase_all(objs_->map_fd(Map::FsRules), fs_keys_);
+    erase_all(objs_->map_fd(Map::FsNames), fs_names_);
+    erase_all(objs_->map_fd(Map::NetRules), net_keys_);
 }
 
 uint64_t JobPolicy::inbound() const {
@@ -198,7 +224,7 @@ void delete_keys(int map, Pred ours) {
     Key k{};
     for (int err = bpf_map_get_next_key(map, nullptr, &k); err == 0; err = bpf_map_get_next_key(map, &k, &k))
         if (ours(k)) doomed.push_back(k);
-    for (const Key& d : doomed) bpf_map_delete_elem(map, &d);
+    erase_all(map, doomed);
 }
 
 // What JobPolicy's destructor removes, for a job whose confine never ran it.

@@ -154,6 +154,7 @@ std::pair<std::string_view, std::string_view> method_and_url(std::string_view li
 }  // namespace
 
 void collect_orphan_proxies(const BpfObjects& objs) {
+    if (!has_children(objs.proxies_parent())) return;  // the common case: no proxy anywhere
     const int proxies_map = objs.map_fd(Map::Proxies);
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(objs.proxies_parent(), ec)) {
