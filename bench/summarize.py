@@ -176,6 +176,10 @@ for k in kernels:
     g = guest.get(k, ("?", "?"))
     clocks = " and ".join(c for c in ("icount", "wall") if any(key[0] == k for key in runs[c]))
     p(f"- Guest ({k}): QEMU TCG (no KVM), kernel {g[0]}, {g[1]} vCPUs; clocks: {clocks}")
+    p9 = [f"{c} {op} {r[1]}" for c in ("icount", "wall") for (k_, ph, op, _), r in runs[c].items()
+          if k_ == k and ph == "p9"]
+    if p9:
+        p(f"- Requests to the host's 9p root while a phase was timed ({k}; see the notes): {', '.join(p9)}")
 p(f"- {rounds} rounds, variants interleaved (rotated order each round); hot path: "
   f"{n_ops} ops per run, median of 16-op batches; start: {n_start} starts per round; "
   f"outside jobs: {out_rounds} load/unload rounds; real work: {n_files} files, "
@@ -422,9 +426,14 @@ p("""## Notes
   pointer. Instruction counts don't depend on the vCPU count. *wall* is
   plain TCG time on a shared host; its spread between rounds is often
   larger than the gaps measured, which is why it is the second figure.
-  Job start is the one icount phase that still waits: the guest's root
-  is 9p, and while the vCPU idles on the host, icount's clock follows
-  real time. Its rounds spread more than the others (see the ranges).
+  What icount can't make exact is waiting: while the vCPU idles, its
+  clock follows real time. The guest's root is the host's, over 9p, and
+  every request to it idles the vCPU, so a start (a dozen opens, a few
+  symlinks) moved by 25 % between rounds. Before each phase that starts
+  programs, the guest now runs its commands once under strace and copies
+  every file they reached into its own memory (`local_copy`), as a
+  machine's cached disk would have them; the requests counted while the
+  phase was timed are above, and a start's rounds now agree to 1 %.
 - **Program costs** come from one more run of each operation with
   `kernel.bpf_stats_enabled=1`, outside the timed rounds (counting costs
   two clock reads per program run). `run_time_ns / run_cnt` is the time
