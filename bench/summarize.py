@@ -213,7 +213,9 @@ for k in kernels:
     p(f"| launcher | median ({primary(k, 'start')} ms) | ratio to `true` | ratio to bwrap |")
     p("|---|---:|---:|---:|")
     for v, label in (("true", "`true`"), ("asuser", "`true` as the user (dropped to in the child)"),
-                     ("confine", "`confine run --user U -- true`"), ("bwrap", "`bwrap … true` as the user"),
+                     ("confine", "`confine run --user U -- true`"),
+                     ("daemon", "`confine run -- true` as the user, through `confine daemon`"),
+                     ("bwrap", "`bwrap … true` as the user"),
                      ("srt", "`srt true` as the user")):
         if med(k, "start", "true", v) > 0:
             p(f"| {label} | {med(k, 'start', 'true', v) / 1e6:.1f} | "
@@ -300,8 +302,8 @@ for k in kernels:
                 line += f"; costliest: {costliest(k, phase, op)}{explained(k, phase, op, variant, base)}"
             p(line)
     # Start: what each sandbox adds to starting the job as the user unsandboxed.
-    def start_added(clock=None):
-        u, c, b = (med(k, "start", "true", v, clock) for v in ("asuser", "confine", "bwrap"))
+    def start_added(clock=None, confine="confine"):
+        u, c, b = (med(k, "start", "true", v, clock) for v in ("asuser", confine, "bwrap"))
         return (c - u, b - u) if u > 0 and c > 0 and b > 0 else None
 
     if got := start_added():
@@ -311,6 +313,8 @@ for k in kernels:
                 + ("met" if added <= bw_added / 2 else f"missed ({added / bw_added:.2f}x bwrap's, goal 0.5x)"))
         if primary(k, "start") == "icount" and (w := start_added("wall")):
             line += f" (wall: {w[0] / 1e6:.0f} ms and {w[1] / 1e6:.0f} ms, {w[0] / w[1]:.2f}x)"
+        if d := start_added(confine="daemon"):
+            line += f"; through the daemon it adds {d[0] / 1e6:.1f} ms ({d[0] / d[1]:.2f}x)"
         p(line + ".")
     conc = sorted({int(v) for (kn, ph, _, v) in runs["wall"] if kn == k and ph == "conc"})
     if conc:
@@ -487,31 +491,38 @@ p("""## Notes
     cgroup from a `sock_addr` program. What is left is `connect4`'s
     socket-table lookup and six programs' dispatch.
   - *Start*: `confine run --user U -- true` timed phase by phase under
-    icount (6.12, median of 9 runs, µs): the policy's TOML 555, the user
-    look-up through NSS 3,457 (the baseline pays it too), the kernel
-    check 186, the pinned objects 784, the private directories 66,
-    compiling the policy 1,044 (nearly half of it ~75 `readlink`s),
-    the ring, audit log and cgroup 329, the limits 105, the policy's
-    map entries 393, the spawn to the job's exec 2,548, the cgroup's
-    removal 249 and the rest of the job's end 233; exec, the dynamic
-    loader and exit cost about 1,900 more than `true`'s. A job's end
-    no longer walks `job_keys` (a 65,536-bucket hash, a millisecond a
-    job): the job's `jobs` entry counts its keys and keeps the first
-    two. A start now checks each feature's links against one listing of
-    the build's pin directory (not some 40 `access` calls) and queries
-    each attach type once (not once per program): the pinned objects
-    went from 1,119 to 784. It reads the proxies' cgroup's `cgroup.stat`
-    before listing it (289 to 61), and adds and removes the policy's
-    entries with `BPF_MAP_UPDATE_BATCH` and `BPF_MAP_DELETE_BATCH` (5.6;
-    484 to 393, and 301 to 233 at the end). Earlier: linking confine
-    statically (libbpf with libelf and zlib, libstdc++; fmt and toml++
-    header-only; journald spoken to without libsystemd); a per-build pool
-    of rings, kept in their slots from job to job, which removes two RCU
-    grace periods; and a build-time manifest of each object
-    (`bpf/manifest.cpp`), so a confine that finds the objects pinned skips
-    parsing their ELF. What is left is spread thin; the largest pieces are
-    the fork of a process of confine's size (a `CLONE_VM` spawn would
-    avoid copying its page tables) and the policy's parse and compile.
+    icount, with its files local (6.12, median of 9 runs, µs): the
+    policy's TOML 332, the user look-up through NSS 1,382 (the baseline
+    pays about as much for its own), the kernel check 178, the pinned
+    objects 813 (the lock 25, the parent cgroups 124, other builds 46,
+    each feature's ready marker and links 233, the programs' attachments
+    265, the maps 75), orphaned proxies 44, the private directories 58,
+    compiling the policy 537 (about half of it `readlink`s), the ring,
+    audit log and cgroup 316, the limits 96, the policy's map entries
+    383, the spawn until the job has run (the clone with its mount and
+    IPC namespaces and the child's first faults about 420, the private
+    /dev/pts and /dev/shm 100, dropping privileges 112, then the job's
+    exec and run) 2,271, and the cgroup's removal 239; exec, the dynamic
+    loader and exit cost about 1,060 more than `true`'s. The default
+    policy is parsed without its comments, which toml++ reads byte by
+    byte like any other text (547 to 332). Before the files were local,
+    the same trace read 3,457 for NSS and 2,548 for the spawn: most of
+    that was waiting on 9p. Through the daemon, its worker skips the
+    check (38) and the objects (5), but the client is an exec of confine
+    too and the worker a fork of the daemon, so it is the slower way to
+    start a job (the table above). Earlier cuts: a job's end no longer
+    walks `job_keys`; one listing of the pin directory, one query per
+    attach type, `cgroup.stat` before listing the proxies' cgroup, and
+    batched policy entries (`BPF_MAP_UPDATE_BATCH` and
+    `BPF_MAP_DELETE_BATCH`, 5.6); confine linked statically (libbpf with
+    libelf and zlib, libstdc++; fmt and toml++ header-only; journald
+    spoken to without libsystemd); a per-build pool of rings, which
+    removes two RCU grace periods; and a build-time manifest of each
+    object (`bpf/manifest.cpp`), so a confine that finds the objects
+    pinned skips parsing their ELF. What is left is spread thin; the
+    largest pieces are the pinned objects' checks, the fork of a process
+    of confine's size (a `CLONE_VM` spawn would skip copying its page
+    tables and the faults after), and the compile's `readlink`s.
 """)
 print("\n".join(out))
 

@@ -83,8 +83,30 @@ std::string_view default_policy_text() {
     return kDefaultPolicy;
 }
 
+// toml++ reads a comment byte by byte like any other text, and comments are
+// two thirds of the default: parsing them was a third of a job's start
+// spent on its policy (0.35 of 0.54 ms under icount). Lines stay where
+// they are. The default has no '#' inside a string, nor an escaped quote.
+std::string without_comments(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    bool in_string = false, in_comment = false;
+    for (char c : text) {
+        if (c == '\n') {
+            in_comment = in_string = false;
+        } else if (in_comment || (c == '#' && !in_string)) {
+            in_comment = true;
+            continue;
+        } else if (c == '"') {
+            in_string = !in_string;
+        }
+        out += c;
+    }
+    return out;
+}
+
 Policy default_policy() {
-    auto p = parse(kDefaultPolicy, "<default>");
+    auto p = parse(without_comments(kDefaultPolicy), "<default>");
     if (!p) {
         // A build whose own default doesn't parse must not run any job.
         for (const auto& d : p.error()) fmt::print(stderr, "confine: {}\n", d.str());

@@ -116,6 +116,9 @@ std::expected<uint64_t, std::string> parse_duration(std::string_view text);
 // The contract's embedded default policy.
 std::string_view default_policy_text();
 Policy default_policy();
+// TEXT with each comment cut (what default_policy() parses); for TOML
+// without '#' in strings or escaped quotes.
+std::string without_comments(std::string_view text);
 
 // Values of the policy variables for one job.
 struct Vars {

@@ -661,5 +661,11 @@ TEST(DefaultPolicy, TextIsTheParsedText) {
     EXPECT_NE(default_policy_text().find("version = 1"), std::string_view::npos);
 }
 
+// What default_policy() parses (compile_test.cpp: the same policy).
+TEST(DefaultPolicy, CommentsAreCutOutsideStringsOnly) {
+    EXPECT_EQ(without_comments("a = \"x#y\" # note\n# line\nb = 1"), "a = \"x#y\" \n\nb = 1");
+    EXPECT_EQ(without_comments(default_policy_text()).find('#'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace confine::policy
