@@ -179,7 +179,7 @@ for k in kernels:
     p9 = [f"{c} {op} {r[1]}" for c in ("icount", "wall") for (k_, ph, op, _), r in runs[c].items()
           if k_ == k and ph == "p9"]
     if p9:
-        p(f"- Requests to the host's 9p root while a phase was timed ({k}; see the notes): {', '.join(p9)}")
+        p(f"- Requests to the host's 9p root while a phase ran ({k}; see the notes, Clocks): {', '.join(p9)}")
 p(f"- {rounds} rounds, variants interleaved (rotated order each round); hot path: "
   f"{n_ops} ops per run, median of 16-op batches; start: {n_start} starts per round; "
   f"outside jobs: {out_rounds} load/unload rounds; real work: {n_files} files, "
@@ -436,8 +436,11 @@ p("""## Notes
   symlinks) moved by 25 % between rounds. Before each phase that starts
   programs, the guest now runs its commands once under strace and copies
   every file they reached into its own memory (`local_copy`), as a
-  machine's cached disk would have them; the requests counted while the
-  phase was timed are above, and a start's rounds now agree to 1 %.
+  machine's cached disk would have them. A start's rounds now agree to
+  1 %, and the real work's to 0.7 %. The requests counted while a phase
+  ran are above: look-ups of missing files, which 9p never caches (srt's
+  Node.js searching for its modules, git and the compiler for their
+  files), the same in every round.
 - **Program costs** come from one more run of each operation with
   `kernel.bpf_stats_enabled=1`, outside the timed rounds (counting costs
   two clock reads per program run). `run_time_ns / run_cnt` is the time
