@@ -117,7 +117,7 @@ std::expected<uint64_t, std::string> parse_duration(std::string_view text);
 std::string_view default_policy_text();
 Policy default_policy();
 // TEXT with each comment cut (what default_policy() parses); for TOML
-// without '#' in strings or escaped quotes.
+// without escaped quotes or multi-line strings.
 std::string without_comments(std::string_view text);
 
 // Values of the policy variables for one job.
