@@ -6,12 +6,14 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "common/text.h"
 
 namespace confine {
 namespace {
@@ -26,32 +28,14 @@ Result<void> write_file(const std::string& path, const std::string& value) {
     return {};
 }
 
-// "" if PATH can't be read. Plain read(2): a start reads a dozen of these,
-// and an ifstream costs more to set up than the read.
-std::string read_all(const std::string& path) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    std::string out;
-    char buf[4096];
-    for (ssize_t n; fd && (n = ::read(fd.get(), buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-    return out;
-}
-
 // Whether NAME is a word of a space-separated list (cgroup.controllers).
 bool listed(const std::string& list, std::string_view name) {
-    std::istringstream words(list);
-    for (std::string w; words >> w;)
-        if (w == name) return true;
-    return false;
+    return std::ranges::count(split(list), name) > 0;
 }
 
 // The value of KEY in a flat keyed file ("oom_kill 3" lines); 0 if absent.
 uint64_t keyed(const std::string& path, std::string_view key) {
-    std::istringstream in(read_all(path));
-    std::string k;
-    uint64_t v = 0;
-    while (in >> k >> v)
-        if (k == key) return v;
-    return 0;
+    return keyed_value(read_all(path), key).value_or(0);
 }
 
 // Makes CONTROLLER available to DIR's children. cgroup v2 hands a
@@ -71,22 +55,13 @@ Result<void> delegate(const std::string& root, const std::string& dir, const cha
 }
 
 bool populated(const std::string& events) {
-    std::istringstream in(read_all(events));
-    std::string key, value;
-    while (in >> key >> value)
-        if (key == "populated") return value != "0";
-    return false;  // the cgroup is gone
+    return keyed_value(read_all(events), "populated").value_or(0) != 0;  // unreadable: the cgroup is gone
 }
 
 }  // namespace
 
 bool has_children(const std::string& path) {
-    std::istringstream in(read_all(path + "/cgroup.stat"));
-    std::string key;
-    uint64_t value = 0;
-    while (in >> key >> value)
-        if (key == "nr_descendants") return value != 0;
-    return true;  // unreadable: the caller looks
+    return keyed_value(read_all(path + "/cgroup.stat"), "nr_descendants").value_or(1) != 0;  // unreadable: look
 }
 
 // From mountinfo rather than statfs() of /sys/fs/cgroup: hybrid systems
@@ -95,16 +70,13 @@ bool has_children(const std::string& path) {
 Result<std::string> cgroup2_mount() {
     static std::string found;
     if (!found.empty()) return found;
-    std::istringstream in(read_all("/proc/self/mountinfo"));
-    std::string line;
-    while (std::getline(in, line)) {
+    const std::string mountinfo = read_all("/proc/self/mountinfo");
+    for (std::string_view line : split(mountinfo, "\n")) {
         // "36 25 0:31 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw"
         auto dash = line.find(" - ");
-        if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
-        std::istringstream fields(line);
-        std::string id, parent, dev, root, mount;
-        fields >> id >> parent >> dev >> root >> mount;
-        if (root == "/") return found = mount;
+        if (dash == std::string_view::npos || !line.substr(dash + 3).starts_with("cgroup2 ")) continue;
+        const std::vector<std::string_view> fields = split(line);  // id, parent, dev, root, mount point
+        if (fields.size() > 4 && fields[3] == "/") return found = std::string(fields[4]);
     }
     return fail(Error::msg("cgroup: no cgroup v2 hierarchy is mounted")
                     .hint("Mount it: mount -t cgroup2 none /sys/fs/cgroup (confine needs cgroup v2)"));
@@ -153,11 +125,8 @@ std::string process_identity(pid_t pid) {
     const std::string stat = read_all(fmt::format("/proc/{}/stat", pid));
     size_t at = stat.rfind(')');
     if (at == std::string::npos) return "";
-    std::istringstream rest(stat.substr(at + 2));
-    std::string field;
-    for (int i = 3; i <= 22 && rest >> field; i++) {
-    }
-    return fmt::format("{}:{}", pid, field);
+    const std::vector<std::string_view> fields = split(std::string_view(stat).substr(at + 1));  // from the 3rd
+    return fields.size() >= 20 ? fmt::format("{}:{}", pid, fields[19]) : "";
 }
 
 bool owner_alive(const std::string& path) {

@@ -14,11 +14,10 @@
 
 #include <climits>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
 #include "loader/audit.h"
 #include "loader/daemon.h"
 
@@ -28,11 +27,9 @@ namespace confine {
 namespace {
 
 Result<std::string> read_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return fail(Error::sys("run: reading the policy " + path));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return fail(Error::sys("run: reading the policy " + path));
+    return read_fd(fd.get());
 }
 
 bool same_file(int a, int b) {

@@ -1,16 +1,15 @@
 // confine: run a command confined by BPF-LSM programs attached to its cgroup.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <getopt.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
-#include <iostream>
-#include <iterator>
 #include <sstream>
 #include <string>
 
+#include "common/text.h"
 #include "loader/audit_summary.h"
 #include "loader/bpf_objects.h"
 #include "loader/daemon.h"
@@ -170,15 +169,12 @@ int cmd_audit(int argc, char** argv) {
     std::string text;
     if (files.empty()) files.push_back("-");
     for (const std::string& f : files) {
-        std::ifstream in;
-        if (f != "-") in.open(f);
-        if (f != "-" && !in) {
+        confine::Fd in(f == "-" ? dup(STDIN_FILENO) : open(f.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!in) {
             fmt::print(stderr, "confine: audit: reading {}: {}\n", f, strerror(errno));
             return 1;
         }
-        std::istream& from = f == "-" ? std::cin : in;
-        text.append(std::istreambuf_iterator<char>(from), std::istreambuf_iterator<char>());
-        text += '\n';
+        text += confine::read_fd(in.get()) + '\n';
     }
     std::istringstream all(text);
     if (suggest) {

@@ -3,10 +3,10 @@
 #include <bpf/bpf.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <algorithm>
 #include <memory>
-#include <sstream>
 
+#include "common/text.h"
 #include "loader/bpf_objects.h"
 #include "loader/cgroup.h"
 #include "probe.skel.h"
@@ -17,18 +17,12 @@ namespace {
 constexpr const char* kLsmList = "/sys/kernel/security/lsm";
 
 std::string read_first_line(const char* path) {
-    std::ifstream in(path);
-    std::string line;
-    std::getline(in, line);
-    return line;
+    const std::string text = read_all(path);
+    return text.substr(0, text.find('\n'));
 }
 
 bool has_lsm(const std::string& list, const std::string& name) {
-    std::istringstream in(list);
-    std::string item;
-    while (std::getline(in, item, ','))
-        if (item == name) return true;
-    return false;
+    return std::ranges::count(split(list, ","), name) > 0;
 }
 
 }  // namespace
