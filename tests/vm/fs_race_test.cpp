@@ -97,7 +97,8 @@ protected:
 
     // Runs CMD in the workdir unconfined, then in a job denied work()/secret.
     // Each time SETUP makes work()/pub, and once CREATED exists, root moves
-    // pub to secret/pub and writes work()/go for CMD to go on.
+    // pub to secret/pub and writes work()/go for CMD to go on. CMD makes
+    // CREATED last before it waits: a call after it could meet the move.
     std::pair<Result, Result> moved_under_denied(const std::function<void(const std::string& pub)>& setup,
                                                  const std::string& created, const std::string& cmd) {
         const std::string secret = work() + "/secret", pub = work() + "/pub";
@@ -111,6 +112,7 @@ protected:
             Result r = end(handle);
             std::filesystem::remove_all(secret + "/pub");
             unlink((work() + "/go").c_str());
+            unlink((work() + "/" + created).c_str());
             return r;
         };
         Result control = play([&] { return start_unconfined(cmd); }, [](Process& p) { return p.wait(); });
@@ -250,13 +252,14 @@ TEST_F(FsRaceTest, ADirectorysTimesFromItsEntriesDoNotOutliveARename) {
             make_dir(pub, 0777);
             make_dir(pub + "/d", 0777);
         },
-        "pub/d/new",
-        fmt::format("{} --op-comm open,pub/d/new,w+creat utimes,pub/d,now wait,go utimes,secret/pub/d,now",
+        "ready",
+        fmt::format("{} --op-comm open,pub/d/new,w+creat utimes,pub/d,now touch,ready wait,go utimes,secret/pub/d,now",
                     install_helper(work())));
-    EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok"}))
+    EXPECT_EQ(parse_ops(control.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok", "ok"}))
         << control.describe();
-    EXPECT_EQ(parse_ops(r.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "utimes:EPERM"})) << r.describe();
-    EXPECT_DENIAL(r, "setattr", work() + "/secret/pub/d", "op3");
+    EXPECT_EQ(parse_ops(r.out).by_index, (std::vector<std::string>{"ok", "ok", "ok", "ok", "utimes:EPERM"}))
+        << r.describe();
+    EXPECT_DENIAL(r, "setattr", work() + "/secret/pub/d", "op4");
     EXPECT_EQ(r.audit.size(), 1u) << r.describe();
 }
 
