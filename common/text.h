@@ -1,7 +1,7 @@
 // Reading and splitting the small files a start reads (cgroup and proc
 // files, the LSM list) without iostreams. A process's first stream sets up
-// libstdc++'s classic locale, every facet for char and wchar_t: about
-// 400 µs of a job's start under icount, a sixth of what confine adds.
+// libstdc++'s classic locale, every facet for char and wchar_t: under
+// icount, 400 µs in a small program, and 260 µs of a confine start.
 #pragma once
 
 #include <fcntl.h>
