@@ -10,31 +10,43 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
+#include <expected>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/error.h"
 #include "common/fd.h"
 
 namespace confine {
 
-// All of FD from where it is; what was read before an error.
-inline std::string read_fd(int fd) {
+// All of FD from where it is, or the errno of the read that failed: a
+// policy cut short by a read error must never pass for a whole one.
+inline std::expected<std::string, int> read_fd(int fd) {
     std::string out;
     char buf[4096];
     for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) break;
+        if (n < 0) return std::unexpected(errno);
         out.append(buf, static_cast<size_t>(n));
     }
     return out;
 }
 
-// "" if PATH can't be read.
-inline std::string read_all(const std::string& path) {
+// PATH's whole text; errors name WHAT ("policy: reading /x: Is a directory").
+inline Result<std::string> read_file(const std::string& path, const std::string& what) {
     Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    return fd ? read_fd(fd.get()) : std::string();
+    if (!fd) return fail(Error::sys(what + " " + path));
+    auto text = read_fd(fd.get());
+    if (!text) return fail(Error::sys(what + " " + path, text.error()));
+    return std::move(*text);
+}
+
+// "" if PATH can't be read, whole: a cgroup or proc file, whose callers
+// give an unreadable one a meaning of its own.
+inline std::string read_all(const std::string& path) {
+    return read_file(path, "").value_or(std::string());
 }
 
 // The pieces of TEXT between any of SEPARATORS, empty ones left out.

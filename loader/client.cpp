@@ -26,12 +26,6 @@ extern char** environ;
 namespace confine {
 namespace {
 
-Result<std::string> read_file(const std::string& path) {
-    Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) return fail(Error::sys("run: reading the policy " + path));
-    return read_fd(fd.get());
-}
-
 bool same_file(int a, int b) {
     struct stat sa {
     }, sb{};
@@ -54,7 +48,7 @@ Result<Prepared> prepare(const RunOptions& o) {
     if (o.allow_root) return fail(Error::msg("run: --allow-root: the daemon runs no job as root"));
     if (o.keep_dirs) return fail(Error::msg("run: --keep-dirs needs root: the daemon removes a job's directories"));
     if (!o.policy_file.empty()) {
-        auto text = read_file(o.policy_file);
+        auto text = read_file(o.policy_file, "run: reading the policy");
         if (!text) return fail(text.error());
         r.policy = std::move(*text);
         r.policy_name = o.policy_file;

@@ -170,11 +170,12 @@ int cmd_audit(int argc, char** argv) {
     if (files.empty()) files.push_back("-");
     for (const std::string& f : files) {
         confine::Fd in(f == "-" ? dup(STDIN_FILENO) : open(f.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!in) {
-            fmt::print(stderr, "confine: audit: reading {}: {}\n", f, strerror(errno));
+        auto log = in ? confine::read_fd(in.get()) : std::unexpected(errno);
+        if (!log) {
+            fmt::print(stderr, "confine: audit: reading {}: {}\n", f, strerror(log.error()));
             return 1;
         }
-        text += confine::read_fd(in.get()) + '\n';
+        text += *log + '\n';
     }
     std::istringstream all(text);
     if (suggest) {

@@ -5,14 +5,13 @@
 #include <sys/socket.h>
 
 #include <toml++/toml.h>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 
+#include "common/text.h"
 #include "policy/policy.h"
 
 namespace confine {
@@ -185,9 +184,7 @@ void add_unique(toml::array& a, const std::string& value) {
 // The base policy's text: FILE's, or the embedded default's.
 Result<std::string> read_base(const std::string& file) {
     if (file.empty()) return std::string(policy::default_policy_text());
-    std::ifstream in(file);
-    if (!in) return fail(Error::sys("audit: reading the base policy " + file));
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return read_file(file, "audit: reading the base policy");
 }
 
 }  // namespace

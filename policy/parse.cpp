@@ -2,9 +2,7 @@
 // unknown key or wrong type is reported, since a typo in a security policy
 // that is silently ignored would quietly widen or narrow what a job may do.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <sys/un.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -19,7 +17,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "common/fd.h"
+#include "common/text.h"
 #include "policy/policy.h"
 
 namespace confine::policy {
@@ -656,18 +654,9 @@ std::expected<Policy, std::vector<Diagnostic>> parse(std::string_view text, std:
 }
 
 Result<Policy> parse_file(const std::string& file) {
-    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) return fail(Error::sys(fmt::format("policy: open {}", file)));
-    std::string text;
-    char buf[8192];
-    for (;;) {
-        ssize_t n = ::read(fd.get(), buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return fail(Error::sys(fmt::format("policy: read {}", file)));
-        if (n == 0) break;
-        text.append(buf, static_cast<size_t>(n));
-    }
-    auto p = parse(text, file);
+    auto text = read_file(file, "policy: reading");
+    if (!text) return fail(text.error());
+    auto p = parse(*text, file);
     if (!p) {
         std::string message;
         for (const auto& d : p.error()) {

@@ -1,5 +1,6 @@
 #include "common/text.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -39,8 +40,22 @@ TEST(ReadAll, ReadsAWholeFileAndNothingWhenThereIsNone) {
     ASSERT_EQ(write(fd, big.data(), big.size()), static_cast<ssize_t>(big.size()));
     close(fd);
     EXPECT_EQ(read_all(path), big);
+    EXPECT_EQ(read_file(path, "test: reading").value_or(""), big);
     unlink(path);
     EXPECT_EQ(read_all(path), "");
+}
+
+// A read that fails after the open (a directory opens, then gives EISDIR)
+// is an error, never the text read so far: the daemon's client would send
+// the daemon a policy cut short.
+TEST(ReadFile, AFailedReadIsAnErrorNamingTheFile) {
+    auto text = read_file("/", "policy: reading");
+    ASSERT_FALSE(text);
+    EXPECT_EQ(text.error().err, EISDIR);
+    EXPECT_EQ(text.error().message, "policy: reading /: Is a directory");
+    EXPECT_EQ(read_all("/"), "");
+    Fd dir(open("/", O_RDONLY | O_DIRECTORY));
+    EXPECT_EQ(read_fd(dir.get()), std::unexpected(EISDIR));
 }
 
 }  // namespace

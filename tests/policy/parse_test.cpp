@@ -609,7 +609,7 @@ TEST_F(ParseFile, MissingFileNamesTheFileAndTheReason) {
     std::string missing = path_ + ".missing";
     auto p = parse_file(missing);
     ASSERT_FALSE(p);
-    EXPECT_EQ(p.error().message, "policy: open " + missing + ": No such file or directory");
+    EXPECT_EQ(p.error().message, "policy: reading " + missing + ": No such file or directory");
     EXPECT_EQ(p.error().err, ENOENT);
 }
 
