@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 
@@ -78,12 +79,24 @@ static_assert(std::size(kMapNames) == static_cast<size_t>(Map::Count));
 // The proxies' parent cgroup is the jobs' one's sibling: <tag> and <tag>.proxies.
 constexpr std::string_view kProxiesSuffix = ".proxies";
 
+// What a feature's ready marker holds (see ready_marker).
+struct Ready {
+    uint32_t links;                // global programs linked
+    uint32_t cgroup_prog_ids[24];  // its cgroup programs' ids, in manifest order
+};
+// Bumped with Ready's layout, which is the loader's and not in the
+// objects' hashes.
+constexpr uint64_t kPinFormat = 2;
+
 // Pins are per build: objects from another confine version keep serving
 // their own jobs and never meet this build's maps.
 std::string build_tag() {
-    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the objects' hashes
-    for (const Feature& f : kFeatures)
-        for (int shift = 0; shift < 64; shift += 8) h = (h ^ ((f.hash >> shift) & 0xff)) * 0x100000001b3ull;
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the objects' hashes and the pin format
+    auto add = [&](uint64_t v) {
+        for (int shift = 0; shift < 64; shift += 8) h = (h ^ ((v >> shift) & 0xff)) * 0x100000001b3ull;
+    };
+    for (const Feature& f : kFeatures) add(f.hash);
+    add(kPinFormat);
     return fmt::format("{:016x}", h);
 }
 
@@ -108,10 +121,12 @@ std::string pin_path(const std::string& dir, const char* prog, bool global) {
 
 // Pinned last, once every program of the feature that belongs on this
 // kernel is pinned: a load interrupted halfway leaves no marker, and is done
-// again by the next confine. It is a one-entry array holding the number of
+// again by the next confine. It is a one-entry array of Ready: the number of
 // global programs the load linked, which only a load knows (which hooks the
-// kernel has: kernel_variants.cpp): a start counts their link pins against
-// it (loaded_whole).
+// kernel has: kernel_variants.cpp), and a start counts their link pins
+// against it (loaded_whole); and the ids of the cgroup programs it pinned,
+// which a start finds attached to the parent cgroup without opening each
+// program's pin (open_feature).
 std::string ready_marker(const std::string& dir, const char* feature) {
     return dir + "/" + feature + "_ready";
 }
@@ -127,14 +142,15 @@ int replace_pin(const std::string& pin, PinTo pin_to) {
     return rename(tmp.c_str(), pin.c_str()) == 0 ? 0 : -errno;
 }
 
-Result<void> load_and_pin(const Opened& o, const char* name, const std::string& dir) {
+Result<Ready> load_and_pin(const Opened& o, const Feature& f, const std::string& dir) {
+    const char* name = f.name;
     o.choose_programs(o.skel.get());
     bpf_object* obj = o.obj;
     bpf_program* prog;
     // Maps are created and pinned by name, or reused if already pinned.
     if (int err = bpf_object__load(obj); err)
         return fail(with_libbpf_log(Error::sys(std::string("bpf: loading object ") + name, -err)));
-    uint32_t links = 0;
+    Ready ready{};
     bpf_object__for_each_program(prog, obj) {
         if (!bpf_program__autoload(prog)) continue;
         std::string pin = pin_path(dir, bpf_program__name(prog), is_global(prog));
@@ -146,19 +162,27 @@ Result<void> load_and_pin(const Opened& o, const char* name, const std::string& 
             err = replace_pin(pin, [&](const char* at) { return bpf_link__pin(link, at); });
             bpf_link__disconnect(link);  // the pin keeps it attached
             bpf_link__destroy(link);
-            links++;
+            ready.links++;
         } else {
             err = replace_pin(pin, [&](const char* at) { return bpf_program__pin(prog, at); });
         }
         if (err) return fail(with_libbpf_log(Error::sys("bpf: pinning " + pin, -err)));
     }
+    if (f.cgroup_progs.size() > std::size(ready.cgroup_prog_ids))
+        return fail(Error::msg(fmt::format("bpf: {} has {} cgroup programs, more than its ready marker holds", name,
+                                           f.cgroup_progs.size()))
+                        .hint("Enlarge Ready::cgroup_prog_ids in loader/bpf_objects.cpp"));
+    for (size_t i = 0; i < f.cgroup_progs.size(); i++) {
+        prog = bpf_object__find_program_by_name(obj, f.cgroup_progs[i].name);
+        ready.cgroup_prog_ids[i] = prog ? prog_id(bpf_program__fd(prog)) : 0;
+    }
     std::string marker = ready_marker(dir, name);
-    Fd count(bpf_map_create(BPF_MAP_TYPE_ARRAY, "confine_ready", sizeof(uint32_t), sizeof(links), 1, nullptr));
+    Fd map(bpf_map_create(BPF_MAP_TYPE_ARRAY, "confine_ready", sizeof(uint32_t), sizeof ready, 1, nullptr));
     uint32_t key = 0;
-    if (!count || bpf_map_update_elem(count.get(), &key, &links, BPF_ANY) != 0 ||
-        replace_pin(marker, [&](const char* at) { return bpf_obj_pin(count.get(), at); }) != 0)
+    if (!map || bpf_map_update_elem(map.get(), &key, &ready, BPF_ANY) != 0 ||
+        replace_pin(marker, [&](const char* at) { return bpf_obj_pin(map.get(), at); }) != 0)
         return fail(Error::sys("bpf: pinning " + marker));
-    return {};
+    return ready;
 }
 
 // The names in DIR, read once: a start checks some 40 pins.
@@ -169,28 +193,31 @@ std::set<std::string> names_in(const std::string& dir) {
     return names;
 }
 
-// Whether a feature is loaded, and still whole: its ready marker pinned and
-// every global link it counted still pinned (`pins`: the names in DIR).
+// A feature's ready marker if it is loaded, and still whole: every global
+// link the marker counted still pinned (`pins`: the names in DIR).
 // Unpinning a link detaches its program (only root can: the pins are 0700),
 // and the marker alone would let jobs start without that hook.
-bool loaded_whole(const Feature& f, const std::string& dir, const std::set<std::string>& pins) {
+std::optional<Ready> loaded_whole(const Feature& f, const std::string& dir, const std::set<std::string>& pins) {
     Fd marker(bpf_obj_get(ready_marker(dir, f.name).c_str()));
-    uint32_t key = 0, links = 0, pinned = 0;
-    if (!marker || bpf_map_lookup_elem(marker.get(), &key, &links) != 0) return false;
+    Ready ready{};
+    uint32_t key = 0, pinned = 0;
+    if (!marker || bpf_map_lookup_elem(marker.get(), &key, &ready) != 0) return std::nullopt;
     for (const char* prog : f.global_progs) pinned += pins.contains(pin_name(prog, true));
-    return pinned == links;
+    if (pinned != ready.links) return std::nullopt;
+    return ready;
 }
 
 // A feature about to be loaded makes each of its shared maps that isn't
 // pinned; a feature already loaded keeps using its own. If both name one,
 // the two would split a job's state (a `jobs` entry one of them never
 // sees): refused, naming the map, until the build's pins are removed.
-Result<void> check_shared_maps(const Feature& f, const std::string& dir, const std::map<const Feature*, bool>& whole) {
+Result<void> check_shared_maps(const Feature& f, const std::string& dir,
+                               const std::map<const Feature*, std::optional<Ready>>& whole) {
     for (const char* m : f.shared_maps) {
         std::string pin = dir + "/" + m;
         if (access(pin.c_str(), F_OK) == 0) continue;
-        for (const auto& [other, loaded] : whole) {
-            if (other == &f || !loaded) continue;
+        for (const auto& [other, ready] : whole) {
+            if (other == &f || !ready) continue;
             if (std::ranges::any_of(other->shared_maps, [&](const char* n) { return std::string_view(n) == m; }))
                 return fail(
                     Error::msg(fmt::format("bpf: the pinned map {} is gone, but the loaded {} programs still use "
@@ -202,27 +229,28 @@ Result<void> check_shared_maps(const Feature& f, const std::string& dir, const s
     return {};
 }
 
-// Loads and pins one feature object unless it is loaded whole, and
-// attaches its cgroup programs to `cgroup_fd` (which has `attached`). Adds
-// their ids to `ids`; sets `loaded` if it loaded.
-Result<void> open_feature(const Feature& f, bool whole, const std::string& dir, int cgroup_fd, AttachedIds& attached,
-                          AttachedIds& ids, bool& loaded) {
-    if (!whole) {
+// Loads and pins one feature object unless it is loaded whole (`ready`,
+// its marker), and attaches its cgroup programs to `cgroup_fd` (which has
+// `attached`). Adds their ids to `ids`; sets `loaded` if it loaded.
+Result<void> open_feature(const Feature& f, std::optional<Ready> ready, const std::string& dir, int cgroup_fd,
+                          AttachedIds& attached, AttachedIds& ids, bool& loaded) {
+    if (!ready) {
         LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = dir.c_str());
         const Opened o = f.open(&opts);
         if (!o.obj) return fail(with_libbpf_log(Error::sys(std::string("bpf: opening object ") + f.name)));
-        if (auto r = load_and_pin(o, f.name, dir); !r) return r;
+        auto r = load_and_pin(o, f, dir);
+        if (!r) return fail(r.error());
+        ready = *r;
         loaded = true;
     }
     // Only global programs vary with the kernel: every cgroup program must
     // be pinned.
-    for (const confine_cgroup_prog& prog : f.cgroup_progs) {
-        std::string pin = pin_path(dir, prog.name, false);
-        Fd fd(bpf_obj_get(pin.c_str()));
-        if (!fd) return fail(Error::sys("bpf: opening pinned program " + pin));
-        const uint32_t id = prog_id(fd.get());
-        if (auto r = attach_to_parent(fd.get(), id, prog.name, prog.type, cgroup_fd, attached); !r) return r;
-        ids[prog.type].push_back(id);
+    for (size_t i = 0; i < f.cgroup_progs.size(); i++) {
+        const confine_cgroup_prog& prog = f.cgroup_progs[i];
+        auto id = attach_to_parent(pin_path(dir, prog.name, false), ready->cgroup_prog_ids[i], prog.type, cgroup_fd,
+                                   attached);
+        if (!id) return fail(id.error());
+        ids[prog.type].push_back(*id);
     }
     return {};
 }
@@ -280,7 +308,7 @@ Result<BpfObjects> BpfObjects::open() {
         parents[which].cgroup.reset(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (!parents[which].cgroup) return fail(Error::sys("cgroup: opening " + path));
     }
-    std::map<const Feature*, bool> whole;
+    std::map<const Feature*, std::optional<Ready>> whole;
     const std::set<std::string> pins = names_in(o.dir_);
     for (const Feature& f : kFeatures) whole[&f] = loaded_whole(f, o.dir_, pins);
     for (const Feature& f : kFeatures)

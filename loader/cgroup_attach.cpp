@@ -31,20 +31,24 @@ Result<std::vector<uint32_t>> attached_ids(int cgroup_fd, bpf_attach_type type) 
     return std::vector<uint32_t>(ids, ids + q.prog_cnt);
 }
 
-Result<void> attach_to_parent(int prog_fd, uint32_t id, const char* name, bpf_attach_type type, int cgroup_fd,
-                              AttachedIds& attached) {
+Result<uint32_t> attach_to_parent(const std::string& pin, uint32_t id, bpf_attach_type type, int cgroup_fd,
+                                  AttachedIds& attached) {
     auto have = attached.find(type);
     if (have == attached.end()) {
         auto ids = attached_ids(cgroup_fd, type);
         if (!ids) return fail(ids.error());
         have = attached.emplace(type, std::move(*ids)).first;
     }
-    if (std::ranges::count(have->second, id)) return {};
-    if (bpf_prog_attach(prog_fd, cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0) {
+    if (id && std::ranges::count(have->second, id)) return id;
+    Fd prog(bpf_obj_get(pin.c_str()));
+    if (!prog) return fail(Error::sys("bpf: opening pinned program " + pin));
+    id = prog_id(prog.get());
+    if (std::ranges::count(have->second, id)) return id;
+    if (bpf_prog_attach(prog.get(), cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0) {
         have->second.push_back(id);
-        return {};
+        return id;
     }
-    Error e = Error::sys(std::string("bpf: attaching program ") + name + " to confine's parent cgroup");
+    Error e = Error::sys("bpf: attaching program " + pin + " to confine's parent cgroup");
     if (errno == EINVAL)
         return fail(
             std::move(e).hint("The kernel may have no free lsm_cgroup hook slot: at most 10 distinct hooks "

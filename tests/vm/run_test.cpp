@@ -527,6 +527,34 @@ TEST_F(RunTest, AGlobalProgramsLinkUnpinnedIsLinkedAgain) {
     EXPECT_TRUE(exists(link));
 }
 
+// Root detaching a cgroup program from the build's parent cgroup leaves its
+// pin, and the ready marker that holds its id. A start finds that id
+// missing among the parent's programs and attaches the pin again before
+// the job runs: here creating a file outside the workdir (path_mknod, an
+// lsm_cgroup program) goes unguarded until then.
+TEST_F(RunTest, ACgroupProgramDetachedFromTheParentIsAttachedAgain) {
+    const std::string dir = loaded_build();
+    ASSERT_FALSE(dir.empty()) << "no fs_ready marker under /sys/fs/bpf/confine";
+    const std::string parent = cgroup2_mount() + "/confine/" + dir.substr(dir.rfind('/') + 1);
+    Result before = bpftool({"cgroup", "show", parent});
+    ASSERT_EQ(before.status, 0) << before.describe();
+    Result detach = bpftool({"cgroup", "detach", parent, "lsm_cgroup", "pinned", dir + "/confine_path_mknod"});
+    ASSERT_EQ(detach.status, 0) << detach.describe();
+    Result detached = bpftool({"cgroup", "show", parent});
+    ASSERT_EQ(lines(detached.out).size() + 1, lines(before.out).size()) << before.describe() << detached.describe();
+
+    const std::string outside = at("outside");
+    make_dir(outside, 0777);
+    Result control = run_unconfined(fmt::format("touch {0}/control && rm {0}/control", outside));
+    ASSERT_EQ(control.status, 0) << control.describe();
+    Result r = run_confined("", fmt::format("touch {}/new", outside));
+    EXPECT_NE(r.status, 0) << r.describe();
+    EXPECT_FALSE(exists(outside + "/new"));
+    EXPECT_DENIAL(r, "create", outside + "/new", "touch");
+    Result after = bpftool({"cgroup", "show", parent});
+    EXPECT_EQ(lines(after.out).size(), lines(before.out).size()) << before.describe() << after.describe();
+}
+
 // With `jobs` unpinned and fs's marker gone too, loading fs would make it a
 // new `jobs` map while net and proc keep theirs, and their hooks would not
 // see the job. The start refuses instead, naming the map and the remedy,
