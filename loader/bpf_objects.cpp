@@ -84,6 +84,9 @@ struct Ready {
     uint32_t links;                // global programs linked
     uint32_t cgroup_prog_ids[24];  // its cgroup programs' ids, in manifest order
 };
+static_assert(std::max({std::size(fs_bpf_cgroup_progs), std::size(net_bpf_cgroup_progs),
+                        std::size(proc_bpf_cgroup_progs), std::size(proxy_bpf_cgroup_progs)}) <=
+              std::extent_v<decltype(Ready::cgroup_prog_ids)>);
 // Bumped with Ready's layout, which is the loader's and not in the
 // objects' hashes.
 constexpr uint64_t kPinFormat = 2;
@@ -144,6 +147,10 @@ int replace_pin(const std::string& pin, PinTo pin_to) {
 
 Result<Ready> load_and_pin(const Opened& o, const Feature& f, const std::string& dir) {
     const char* name = f.name;
+    // A marker stays only if this load finishes: one left from before would
+    // vouch for pins replaced since.
+    const std::string marker = ready_marker(dir, name);
+    if (unlink(marker.c_str()) != 0 && errno != ENOENT) return fail(Error::sys("bpf: removing " + marker));
     o.choose_programs(o.skel.get());
     bpf_object* obj = o.obj;
     bpf_program* prog;
@@ -168,15 +175,10 @@ Result<Ready> load_and_pin(const Opened& o, const Feature& f, const std::string&
         }
         if (err) return fail(with_libbpf_log(Error::sys("bpf: pinning " + pin, -err)));
     }
-    if (f.cgroup_progs.size() > std::size(ready.cgroup_prog_ids))
-        return fail(Error::msg(fmt::format("bpf: {} has {} cgroup programs, more than its ready marker holds", name,
-                                           f.cgroup_progs.size()))
-                        .hint("Enlarge Ready::cgroup_prog_ids in loader/bpf_objects.cpp"));
     for (size_t i = 0; i < f.cgroup_progs.size(); i++) {
         prog = bpf_object__find_program_by_name(obj, f.cgroup_progs[i].name);
         ready.cgroup_prog_ids[i] = prog ? prog_id(bpf_program__fd(prog)) : 0;
     }
-    std::string marker = ready_marker(dir, name);
     Fd map(bpf_map_create(BPF_MAP_TYPE_ARRAY, "confine_ready", sizeof(uint32_t), sizeof ready, 1, nullptr));
     uint32_t key = 0;
     if (!map || bpf_map_update_elem(map.get(), &key, &ready, BPF_ANY) != 0 ||
@@ -199,9 +201,15 @@ std::set<std::string> names_in(const std::string& dir) {
 // and the marker alone would let jobs start without that hook.
 std::optional<Ready> loaded_whole(const Feature& f, const std::string& dir, const std::set<std::string>& pins) {
     Fd marker(bpf_obj_get(ready_marker(dir, f.name).c_str()));
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
     Ready ready{};
     uint32_t key = 0, pinned = 0;
-    if (!marker || bpf_map_lookup_elem(marker.get(), &key, &ready) != 0) return std::nullopt;
+    // The lookup copies the map's value size: only a map this build made.
+    if (!marker || bpf_obj_get_info_by_fd(marker.get(), &info, &len) != 0 || info.type != BPF_MAP_TYPE_ARRAY ||
+        info.key_size != sizeof key || info.value_size != sizeof ready || info.max_entries != 1 ||
+        bpf_map_lookup_elem(marker.get(), &key, &ready) != 0)
+        return std::nullopt;
     for (const char* prog : f.global_progs) pinned += pins.contains(pin_name(prog, true));
     if (pinned != ready.links) return std::nullopt;
     return ready;

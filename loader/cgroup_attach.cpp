@@ -42,7 +42,9 @@ Result<uint32_t> attach_to_parent(const std::string& pin, uint32_t id, bpf_attac
     if (id && std::ranges::count(have->second, id)) return id;
     Fd prog(bpf_obj_get(pin.c_str()));
     if (!prog) return fail(Error::sys("bpf: opening pinned program " + pin));
+    // Kept by detach_stale by its id: without one it would be detached.
     id = prog_id(prog.get());
+    if (!id) return fail(Error::sys("bpf: reading the id of pinned program " + pin));
     if (std::ranges::count(have->second, id)) return id;
     if (bpf_prog_attach(prog.get(), cgroup_fd, type, BPF_F_ALLOW_MULTI) == 0) {
         have->second.push_back(id);
