@@ -24,13 +24,13 @@ Result<std::vector<uint32_t>> attached_ids(int cgroup_fd, bpf_attach_type type);
 // Program ids per attach type.
 using AttachedIds = std::map<bpf_attach_type, std::vector<uint32_t>>;
 
-// Attaches the cgroup program pinned at PIN to a parent cgroup, unless the
-// program ID (the pin's, as its load recorded it) is already (attaching it
-// twice fails with EINVAL, like a full hook budget would); returns the id
-// attached. The pin is opened only to attach. `attached` holds what the
-// cgroup has: each type is queried once, on first use, and a program
-// attached here is added. The attachment lives as long as that cgroup,
-// whatever becomes of confine.
+// Attaches the cgroup program pinned at PIN to a parent cgroup, unless
+// program ID (the pin's, as its load recorded it) is attached already
+// (attaching it twice fails with EINVAL, like a full hook budget would);
+// returns the id attached. The pin is opened only to attach. `attached`
+// holds what the cgroup has: each type is queried once, on first use, and a
+// program attached here is added. The attachment lives as long as that
+// cgroup, whatever becomes of confine.
 Result<uint32_t> attach_to_parent(const std::string& pin, uint32_t id, bpf_attach_type type, int cgroup_fd,
                                   AttachedIds& attached);
 
