@@ -490,43 +490,47 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     struct fs_cache *c;
     struct mounts_check m = {};
     struct confine_job *job;
-    __u64 cgid, base = 0, slot = 0, made_mnt = 0, made_tag = 0, one = 0;
+    __u64 cgid, base = 0, slot = 0, made_mnt = 0, made_tag = 0, one = 0, sbv, nsv;
     __u32 ms;
     long run;
 
     job = current_job(&cgid);
     if (!job || kernel_override(task))
         return 0;
-    /* Through the decision cache (a file with one path): the file's own
-     * slot may say every mount allowed this since (tag_for 0), or one
-     * did (as an open for write keeps it); and the file may be the one the
-     * task just created. So `tar x` setting each new file's times, or a
-     * repeated `touch`, skips the walk. Where the filesystem has more than
-     * one mount, each is walked. */
-    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1)) {
+    /* Through the decision cache (a file with one path): the file may be
+     * the one the task just created, or its own slot may say every mount
+     * allowed this since (tag_for 0), or one did (as an open for write
+     * keeps it). So `tar x` setting each new file's times, or a repeated
+     * `touch`, skips the walk. A file just created has no slot: its lookup
+     * is skipped. Where the filesystem has more than one mount, each is
+     * walked. */
+    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1))
         base = cache_base(cgid, ptr_value(dentry));
-        c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
-        if (c)
-            slot = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
-        if (base && slot_has(slot, tag_for(base, 0), CONFINE_FS_WRITE))
-            return 0;
-    }
     t = bpf_task_storage_get(&task_fs, task, 0, 0);
-    if (t && base && inode && t->made.dentry == ptr_value(dentry) && t->made.inode == ptr_value(inode) &&
+    if (t && base && t->made.dentry == ptr_value(dentry) && t->made.inode == ptr_value(inode) &&
         t->made.ino == inode->i_ino && t->made.generation == inode->i_generation) {
         made_mnt = t->made.mnt;
         made_tag = t->made.tag;
+    } else if (base) {
+        c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
+        if (c)
+            slot = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
+        if (slot_has(slot, tag_for(base, 0), CONFINE_FS_WRITE))
+            return 0;
     }
     /* The filesystem's one mount here that the task last found, if no
      * mount changed since, may hold the write (the file's slot or the
      * create's record); otherwise its mounts are listed now. Where nothing
-     * holds the write, a walk follows, which costs more than the list. */
-    sb = BPF_CORE_READ(dentry, d_sb);
-    ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
+     * holds the write, a walk follows, which costs more than the list.
+     * Direct loads here (BTF pointers), helper reads for the list. */
+    sbv = ptr_value(dentry->d_sb);
+    nsv = ptr_value(task->nsproxy->mnt_ns);
     ms = seq_of(&mount_lock);
-    if (t && t->one.seq == ms && t->one.sb == (__u64)sb && t->one.ns == (__u64)ns &&
+    if (t && t->one.seq == ms && t->one.sb == sbv && t->one.ns == nsv &&
         write_kept(slot, tag_for(base, t->one.mnt), t->one.mnt, made_mnt, made_tag))
         return 0;
+    sb = BPF_CORE_READ(dentry, d_sb);
+    ns = BPF_CORE_READ(task, nsproxy, mnt_ns);
     if (!sb_mounts_in(sb, ns, &m.w))
         return as_errno(refuse_for(job, cgid, op, CONFINE_REASON_TOO_MANY_MOUNTS));
     if (m.w.n == 1)
@@ -534,8 +538,8 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     /* Only even sequences are kept, so an odd one (a writer inside) never
      * matches above. */
     if (t && m.w.n == 1 && !(ms & 1) && seq_of(&mount_lock) == ms) {
-        t->one.sb = (__u64)sb;
-        t->one.ns = (__u64)ns;
+        t->one.sb = sbv;
+        t->one.ns = nsv;
         t->one.mnt = one;
         t->one.seq = ms;
     }

@@ -20,10 +20,12 @@ extern const void mount_lock __ksym __weak;
 
 #define CACHE_SLOTS 4 /* decisions per inode, one per job (cgroup id % 4) */
 /* A directory's slot may also say that every entry in it, or every one
- * not in fs_names, may be written (created, removed): see check_entry. */
+ * not in fs_names, may be written (created, removed): see check_entry.
+ * With CACHE_ENTRY_WRITE, its FS_LEVELS say how far down the directories
+ * below it inherit that. */
 #define CACHE_ENTRY_WRITE   0x200ull
 #define CACHE_UNNAMED_WRITE 0x400ull
-#define CACHE_BITS          0x7ffull /* CONFINE_FS_* as granted() returns them, CACHE_*_WRITE */
+#define CACHE_BITS          0x7fffull /* CONFINE_FS_* as granted() returns them, CACHE_*_WRITE, FS_LEVELS */
 
 struct fs_cache {
     __u64 slot[CACHE_SLOTS]; /* tag | granted bits; 0: empty */
@@ -142,13 +144,19 @@ static __always_inline bool cache_has(struct fs_cache *c, __u64 cgid, __u64 tag,
 }
 
 /* Keeps `bits` in the job's slot; bits already there under the same tag
- * stay (a directory's own decision and its entries' share a tag). */
+ * stay (a directory's own decision and its entries' share a tag). Levels
+ * come only with CACHE_ENTRY_WRITE, and replace the old: two bounds OR-ed
+ * could exceed both. */
 static __always_inline void cache_put(struct fs_cache *c, __u64 cgid, __u64 tag, __u64 bits)
 {
-    __u64 *slot = &c->slot[cgid & (CACHE_SLOTS - 1)], old = *(volatile __u64 *)slot;
+    __u64 *slot = &c->slot[cgid & (CACHE_SLOTS - 1)], old = *(volatile __u64 *)slot, keep = CACHE_BITS;
 
+    if (bits & CACHE_ENTRY_WRITE)
+        keep &= ~(__u64)FS_LEVELS;
+    else
+        bits &= ~(__u64)FS_LEVELS;
     if ((old & ~CACHE_BITS) == tag)
-        bits |= old & CACHE_BITS;
+        bits |= old & keep;
     *(volatile __u64 *)slot = tag | bits;
 }
 
@@ -179,9 +187,9 @@ struct task_fs {
      * `ns`: true while mount_lock's sequence is `seq`, as every change to a
      * filesystem's mounts, or to the namespace a mount is in, moves it. */
     struct {
-        __u64 sb;
+        __u64 sb; /* ptr_value, as are ns and mnt */
         __u64 ns;
-        __u64 mnt; /* ptr_value */
+        __u64 mnt;
         __u32 seq;
     } one;
 };
@@ -257,6 +265,36 @@ static __always_inline int check_file(struct confine_job *job, __u64 cgid, struc
  * named. */
 #define ENTRY_NEED (CONFINE_FS_WRITE | CONFINE_FS_NOT_GUARD)
 
+/* A directory inside one whose every entry may be written (its slot's
+ * CACHE_ENTRY_WRITE: no rule lies below it) has no rule below it either,
+ * so every entry of its own may be written too: its slot takes that from
+ * its parent's, with one level less, and its first create or delete skips
+ * the walk (`tar x`, `git clone`, `mkdir -p`). Not through a mount's root
+ * or the task's root, whose parents' paths aren't theirs. `ctx` is the
+ * tag_ctx read before d_parent; reading it again after shows no rename
+ * moved the directory in between. */
+static __always_inline bool inherit_entry_write(struct fs_cache *c, __u64 cgid, __u64 ctx,
+                                                const struct path *dir, __u64 tag)
+{
+    struct dentry *d = dir->dentry, *parent = d->d_parent;
+    struct fs_cache *pc;
+    __u64 v, levels;
+
+    if (parent == d || d == dir->mnt->mnt_root || d == bpf_get_current_task_btf()->fs->root.dentry)
+        return false;
+    pc = bpf_inode_storage_get(&fs_cache, parent->d_inode, 0, 0);
+    if (!pc)
+        return false;
+    v = *(volatile __u64 *)&pc->slot[cgid & (CACHE_SLOTS - 1)];
+    levels = v & FS_LEVELS;
+    if (!levels ||
+        !slot_has(v, tag_for(base_in(ctx, ptr_value(parent)), ptr_value(dir->mnt)), CACHE_ENTRY_WRITE) ||
+        tag_ctx(cgid) != ctx)
+        return false;
+    cache_put(c, cgid, tag, CACHE_ENTRY_WRITE | (levels - (1u << FS_LEVELS_SHIFT)));
+    return true;
+}
+
 /* check_path for creating or removing the entry `dentry` in directory
  * `dir` (both hook arguments), through the directory's cache slot: where
  * every name in the directory, or every unnamed one, is granted alike
@@ -285,7 +323,8 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
     if (tag && inode)
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (c && (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
-              (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(job, cgid, dentry))))
+              (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(job, cgid, dentry)) ||
+              inherit_entry_write(c, cgid, ctx, dir, tag)))
         return ALLOW;
     /* The walk takes the mount as a plain value. */
     bpf_probe_read_kernel(&mnt, sizeof(mnt), &dir->mnt);
@@ -293,7 +332,7 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
     if (!c || !(bits & CONFINE_FS_WRITE) || cache_tag(cgid, dir_dentry, dir_mnt) != tag)
         return ret;
     if (bits & CONFINE_FS_ALIKE)
-        cache_put(c, cgid, tag, CACHE_ENTRY_WRITE);
+        cache_put(c, cgid, tag, CACHE_ENTRY_WRITE | (bits & FS_LEVELS));
     else if (bits & CONFINE_FS_ALIKE_UNNAMED)
         cache_put(c, cgid, tag, CACHE_UNNAMED_WRITE);
     return ret;

@@ -99,6 +99,35 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
     return bits;
 }
 
+/* Synthesized with CONFINE_FS_ALIKE by decide_path, never stored in a rule:
+ * how many levels of directories below the path's directory a walk would
+ * still resolve, with room for any name at each (up to 15). A directory
+ * below inherits its parent's decision on its entries (check_entry) with
+ * one level less, so no create is allowed deeper or longer than a walk
+ * would reach. */
+#define FS_LEVELS_SHIFT 11
+#define FS_LEVELS_MAX   15u
+#define FS_LEVELS       (FS_LEVELS_MAX << FS_LEVELS_SHIFT)
+
+/* The levels below a resolved path's directory (its entries lie at level
+ * 0), as FS_LEVELS bits. An entry of a directory g levels down has a path
+ * of at most dir + g * (NAME_MAX + 1) + NAME_MAX bytes, and its walk takes
+ * g more steps than this one's. */
+static __always_inline __u32 levels_below(const struct resolved *r)
+{
+    __u32 dir_len = resolved_len(r) - r->name_len, room, levels;
+
+    if (dir_len + NAME_MAX >= CONFINE_PATH_MAX || r->steps >= CONFINE_PATH_DEPTH)
+        return 0;
+    room = CONFINE_PATH_MAX - 1 - NAME_MAX - dir_len;
+    levels = room / (NAME_MAX + 1);
+    if (levels > CONFINE_PATH_DEPTH - r->steps)
+        levels = CONFINE_PATH_DEPTH - r->steps;
+    if (levels > FS_LEVELS_MAX)
+        levels = FS_LEVELS_MAX;
+    return levels << FS_LEVELS_SHIFT;
+}
+
 /* Decides an access needing `need` (CONFINE_FS_*) to the file at
  * (dentry, mnt), reporting a refusal as `op`. Sets *bits to what the rules
  * grant the path, or 0 if the walk failed closed. */
@@ -117,6 +146,8 @@ static __always_inline int decide_path(struct confine_job *job, __u64 cgid, stru
          * NAME_MAX, fit the walk too. */
         if (resolved_len(&r) + NAME_MAX >= CONFINE_PATH_MAX)
             *bits &= ~(CONFINE_FS_ALIKE | CONFINE_FS_ALIKE_UNNAMED);
+        else if (*bits & CONFINE_FS_ALIKE)
+            *bits |= levels_below(&r);
         if ((*bits & need) == need) {
             scratch_release(r.s);
             return ALLOW;

@@ -192,6 +192,7 @@ struct resolved {
     struct scratch *s;
     __u32 off;
     __u32 name_len; /* bytes of the last component; 0 for "/" */
+    __u32 steps;    /* the walk's iterations: components, mount crossings, the root */
     __u8 reason;    /* enum confine_reason; POLICY means the path is complete */
 };
 
@@ -212,7 +213,7 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
     w.s = s;
     w.off = CONFINE_PATH_MAX;
     s->buf[CONFINE_PATH_MAX] = '\0';
-    bpf_loop(CONFINE_PATH_DEPTH, walk_step, &w, 0);
+    r->steps = bpf_loop(CONFINE_PATH_DEPTH, walk_step, &w, 0);
 
     if (w.off == CONFINE_PATH_MAX) /* the root itself */
         s->buf[--w.off] = '/';

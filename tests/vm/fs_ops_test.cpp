@@ -1004,6 +1004,52 @@ TEST_F(FsOpsTest, PathsLongerThan4096BytesAreNeverAllowed) {
     close(fd);
 }
 
+// A directory a job makes inside one whose entries it may all write takes
+// that decision from its parent, with a level fewer, and skips the walk
+// (inherit_entry_write). The levels stop it where a walk of its path would
+// stop: a job nesting directories itself, deep or long, is refused at the
+// same level either way, and for the walk's reason. Names of NAME_MAX
+// bytes, nested in a short directory, are what the levels' bound is
+// exact for (one level more reaches past PATH_MAX).
+TEST_F(FsOpsTest, DirectoriesAJobNestsStopWhereTheWalkStops) {
+    const std::string w = work() + "/n";
+    mkdir(w.c_str(), 0755);
+    chown(w.c_str(), test_user().uid, test_user().gid);
+    struct Case {
+        std::string name;
+        int levels;
+        std::string reason;
+    };
+    for (const Case& c : {Case{"d", 300, "path_too_deep"}, Case{std::string(255, 'n'), 20, "path_too_long"}}) {
+        SCOPED_TRACE(c.reason);
+        // The level refused ("nest:EPERM at K"), with one audit line naming why.
+        auto refused_at = [&](const std::string& spec) {
+            OpsRun run = run_ops("", {allowed(spec)});
+            const std::string got = run.got.at(0);
+            EXPECT_TRUE(got.starts_with("nest:EPERM at ")) << got << "\n" << run.r.describe();
+            size_t refusals = 0;
+            for (const AuditLine& l : run.r.audit)
+                if (l.str("op") == "mkdir") {
+                    refusals++;
+                    EXPECT_EQ(l.str("reason").value_or(""), c.reason) << l.raw;
+                }
+            EXPECT_EQ(refusals, 1u) << run.r.describe();
+            int fd = open(w.c_str(), O_DIRECTORY | O_RDONLY);
+            remove_deep(fd, c.name.c_str());
+            close(fd);
+            return got;
+        };
+        const std::string spec = fmt::format("nest,{},{},{}", w, c.name, c.levels);
+        EXPECT_EQ(refused_at(spec), refused_at(spec + ",walk"));
+        // The control: the kernel takes every level.
+        OpsRun u = run_ops_unconfined({allowed(spec)});
+        EXPECT_EQ(u.got.at(0), "ok") << u.r.describe();
+        int fd = open(w.c_str(), O_DIRECTORY | O_RDONLY);
+        remove_deep(fd, c.name.c_str());
+        close(fd);
+    }
+}
+
 // Regression: utimes and xattr changes are
 // decided on every mount of the file's filesystem, up to 4. Mounts in other
 // mount namespaces were skipped but still counted, so on a host with a few

@@ -71,6 +71,10 @@
 //                              file gone from DIR by the time its open returns
 //                              gets its times set through the open fd: ok
 //                              created N moved M timed K (K of the M worked)
+//   nest,DIR,NAME,N[,walk]     N nested directories NAME in DIR, each made through
+//                              the last one's fd: ok, or "EPERM at K" for the first
+//                              that failed (walk: a rename before each voids the
+//                              decision cache, so each is decided by its path)
 // Network:
 //   connect,tcp|udp,ADDR,PORT  connect (udp: then send one datagram)
 //   connect,stdin,ADDR,PORT    connect the socket this process got as stdin
