@@ -497,26 +497,26 @@ static __always_inline int global_dentry(struct dentry *dentry, __u16 op)
     job = current_job(&cgid);
     if (!job || kernel_override(task))
         return 0;
-    /* Through the decision cache (a file with one path): the file may be
-     * the one the task just created, or its own slot may say every mount
-     * allowed this since (tag_for 0), or one did (as an open for write
-     * keeps it). So `tar x` setting each new file's times, or a repeated
-     * `touch`, skips the walk. A file just created has no slot: its lookup
-     * is skipped. Where the filesystem has more than one mount, each is
-     * walked. */
-    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1))
+    /* Through the decision cache (a file with one path): the file's own
+     * slot may say every mount allowed this since (tag_for 0), or one
+     * did (as an open for write keeps it); and the file may be the one the
+     * task just created. So `tar x` setting each new file's times, or a
+     * repeated `touch`, skips the walk. The slot first: a repeated `touch`
+     * then pays for no task storage. Where the filesystem has more than
+     * one mount, each is walked. */
+    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1)) {
         base = cache_base(cgid, ptr_value(dentry));
+        c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
+        if (c)
+            slot = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
+        if (base && slot_has(slot, tag_for(base, 0), CONFINE_FS_WRITE))
+            return 0;
+    }
     t = bpf_task_storage_get(&task_fs, task, 0, 0);
     if (t && base && t->made.dentry == ptr_value(dentry) && t->made.inode == ptr_value(inode) &&
         t->made.ino == inode->i_ino && t->made.generation == inode->i_generation) {
         made_mnt = t->made.mnt;
         made_tag = t->made.tag;
-    } else if (base) {
-        c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
-        if (c)
-            slot = *(volatile __u64 *)&c->slot[cgid & (CACHE_SLOTS - 1)];
-        if (slot_has(slot, tag_for(base, 0), CONFINE_FS_WRITE))
-            return 0;
     }
     /* The filesystem's one mount here that the task last found, if no
      * mount changed since, may hold the write (the file's slot or the
