@@ -131,12 +131,12 @@ SEC("lsm_cgroup/file_open")
 int BPF_PROG(confine_file_open, struct file *file)
 {
     struct confine_job *job;
+    struct file_slot fs;
     struct vfsmount *mnt;
     struct dentry *dentry;
-    struct fs_cache *c;
     struct path fp;
     __u32 fmode, flags, need;
-    __u64 cgid, tag;
+    __u64 cgid;
     __u16 op;
 
     job = current_job(&cgid);
@@ -169,7 +169,7 @@ int BPF_PROG(confine_file_open, struct file *file)
     }
     /* The cache first: what it holds was allowed, and a hot open should
      * pay for nothing else. The opens that pass below are never kept. */
-    if (file_cached(file, cgid, need, &c, &tag))
+    if (file_cached(file, cgid, need, &fs))
         return ALLOW;
     /* The path as plain values, as the walk takes them: one read for
      * both, a helper call (the cache check above needs none). */
@@ -182,7 +182,7 @@ int BPF_PROG(confine_file_open, struct file *file)
         return ALLOW;
     if (discard_device(file->f_inode))
         return ALLOW;
-    return decide_file(job, cgid, file, dentry, mnt, op, need, c, tag);
+    return decide_file(job, cgid, file, dentry, mnt, op, need, &fs);
 }
 
 SEC("lsm_cgroup/path_mknod")
@@ -434,16 +434,11 @@ int BPF_PROG(confine_path_chown, const struct path *path)
 #define ATTR_SIZE 0x8
 /* Whether the file's own slot, or the task's record of creating it, holds
  * the write through `mnt` (a ptr_value) under `tag` (0: nothing may be
- * kept). A directory's slot may hold its entries' write instead (from
- * check_entry, under the same tag): that was kept only where no rule lies
- * below the directory, or the rule is the directory's own, so the rule
- * that decides its entries decides the directory itself. `tar x` sets
- * each directory's times after filling it. */
+ * kept). A directory's slot holds it wherever its entries' write does
+ * (check_entry): `tar x` sets each directory's times after filling it. */
 static __always_inline bool write_kept(__u64 slot, __u64 tag, __u64 mnt, __u64 made_mnt, __u64 made_tag)
 {
-    return tag && (((slot & ~CACHE_BITS) == tag &&
-                    (slot & (CONFINE_FS_WRITE | CACHE_ENTRY_WRITE | CACHE_UNNAMED_WRITE))) ||
-                   (made_mnt == mnt && made_tag == tag));
+    return tag && (slot_has(slot, tag, CONFINE_FS_WRITE) || (made_mnt == mnt && made_tag == tag));
 }
 
 /* global_dentry's look at each mount of the file's filesystem, as a
@@ -471,7 +466,7 @@ static long mount_allows_step(__u32 i, void *arg)
     /* A mount under another root (a layer the job can't name) grants and
      * denies nothing; a reachable one must allow the write. */
     ok = r.reason == CONFINE_REASON_OUTSIDE_ROOT ||
-         (r.reason == CONFINE_REASON_POLICY && (granted(&r, m->cgid) & CONFINE_FS_WRITE));
+         (r.reason == CONFINE_REASON_POLICY && (granted(&r, m->cgid, false) & CONFINE_FS_WRITE));
     scratch_release(r.s);
     return !ok;
 }

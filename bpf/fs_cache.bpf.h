@@ -20,12 +20,13 @@ extern const void mount_lock __ksym __weak;
 
 #define CACHE_SLOTS 4 /* decisions per inode, one per job (cgroup id % 4) */
 /* A directory's slot may also say that every entry in it, or every one
- * not in fs_names, may be written (created, removed): see check_entry.
- * With CACHE_ENTRY_WRITE, its FS_LEVELS say how far down the directories
- * below it inherit that. */
+ * not in fs_names, is decided as the directory is and may be written
+ * (created, removed): see check_entry. With CACHE_ENTRY_WRITE, its
+ * FS_LEVELS say how far down the directories below it inherit that. */
 #define CACHE_ENTRY_WRITE   0x200ull
 #define CACHE_UNNAMED_WRITE 0x400ull
 #define CACHE_BITS          0x7fffull /* CONFINE_FS_* as granted() returns them, CACHE_*_WRITE, FS_LEVELS */
+#define CACHE_ACCESS        (CONFINE_FS_READ | CONFINE_FS_WRITE | CONFINE_FS_EXEC | CONFINE_FS_LIST)
 
 struct fs_cache {
     __u64 slot[CACHE_SLOTS]; /* tag | granted bits; 0: empty */
@@ -206,40 +207,130 @@ static __always_inline __u64 file_tag(struct file *file, __u64 cgid)
     return cache_tag(cgid, ptr_value(file->f_path.dentry), ptr_value(file->f_path.mnt));
 }
 
+/* Where job `cgid`'s decision on an open file is kept: `c` its inode's
+ * storage (NULL: none yet), `tag` (0: it may not be kept), and `ctx` the
+ * tag_ctx the tag was made with. */
+struct file_slot {
+    struct fs_cache *c;
+    __u64 ctx;
+    __u64 tag;
+};
+
 /* Whether job `cgid`'s cached decision on an open file (`file` a BTF
- * pointer, a hook argument) holds `need`. If not, *c and *tag say where
- * decide_file may keep the decision (c NULL: nowhere). */
-static __always_inline bool file_cached(struct file *file, __u64 cgid, __u32 need, struct fs_cache **c,
-                                        __u64 *tag)
+ * pointer, a hook argument) holds `need`. If not, *fs says where
+ * decide_file may keep the decision. */
+static __always_inline bool file_cached(struct file *file, __u64 cgid, __u32 need, struct file_slot *fs)
 {
     struct inode *inode = file->f_inode;
 
-    *c = NULL;
-    *tag = 0;
-    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1))
-        *tag = file_tag(file, cgid);
-    if (*tag)
-        *c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
-    return *c && cache_has(*c, cgid, *tag, need);
+    fs->c = NULL;
+    fs->ctx = fs->tag = 0;
+    if (inode && ((inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink <= 1)) {
+        fs->ctx = tag_ctx(cgid);
+        fs->tag = tag_for(base_in(fs->ctx, ptr_value(file->f_path.dentry)), ptr_value(file->f_path.mnt));
+    }
+    if (fs->tag)
+        fs->c = bpf_inode_storage_get(&fs_cache, inode, 0, 0);
+    return fs->c && cache_has(fs->c, cgid, fs->tag, need);
 }
 
-/* check_path for an open file that file_cached didn't settle; keeps the
- * decision under `tag`. The inode's storage is made here, not by
- * file_cached: files that never get this far (those on kernel-internal
- * mounts) cost no allocation. */
+/* What a directory's slot `v` says of its entries', where its
+ * CACHE_*_WRITE covers them: the directory's access, which the rule
+ * deciding both grants (listing follows read; LIST alone is an exact
+ * entry's, and they are none), and no guard (no entry lies there). */
+static __always_inline __u64 entry_bits(__u64 v)
+{
+    __u64 bits = (v & (CONFINE_FS_READ | CONFINE_FS_WRITE | CONFINE_FS_EXEC)) | CONFINE_FS_NOT_GUARD;
+
+    if (v & CONFINE_FS_READ)
+        bits |= CONFINE_FS_LIST;
+    return bits;
+}
+
+/* What `dentry`, a directory's entry at its path through `mnt` (BTF
+ * pointers), takes from the directory's slot for job `cgid` under `ctx`
+ * (a tag_ctx read before d_parent), or 0: its own decision (entry_bits)
+ * where the directory's CACHE_ENTRY_WRITE covers it, or its
+ * CACHE_UNNAMED_WRITE and no rule has its name; with CACHE_ENTRY_WRITE
+ * and levels left, the same for its own entries, with one level less (a
+ * file's slot never serves entries). So a tree a job made, or whose top
+ * one walk decided, needs no more walks: `tar x`, `git clone` and
+ * `mkdir -p` create in the directories they made, `rm -rf` and
+ * `git status` open each. Not through a mount's root or the task's root,
+ * whose parents' paths aren't theirs. Reading tag_ctx again after
+ * d_parent shows that no rename moved the entry in between. */
+static __always_inline __u64 inherited(struct confine_job *job, __u64 cgid, __u64 ctx, struct dentry *dentry,
+                                       struct vfsmount *mnt)
+{
+    struct dentry *parent = dentry->d_parent;
+    struct fs_cache *pc;
+    __u64 v, bits, levels;
+
+    if (!ctx || parent == dentry || dentry == mnt->mnt_root ||
+        dentry == bpf_get_current_task_btf()->fs->root.dentry)
+        return 0;
+    pc = bpf_inode_storage_get(&fs_cache, parent->d_inode, 0, 0);
+    if (!pc)
+        return 0;
+    v = *(volatile __u64 *)&pc->slot[cgid & (CACHE_SLOTS - 1)];
+    if ((v & ~CACHE_BITS) != tag_for(base_in(ctx, ptr_value(parent)), ptr_value(mnt)))
+        return 0;
+    bits = entry_bits(v);
+    levels = v & FS_LEVELS;
+    if (v & CACHE_ENTRY_WRITE) {
+        if (levels)
+            bits |= CACHE_ENTRY_WRITE | (levels - (1u << FS_LEVELS_SHIFT));
+    } else if (!(v & CACHE_UNNAMED_WRITE) || named(job, cgid, dentry)) {
+        return 0;
+    }
+    return tag_ctx(cgid) == ctx ? bits : 0;
+}
+
+/* What a walk's bits keep in a slot: the path's own decision and, where
+ * it may be written and its names are alike (a walk `below` it, of a
+ * directory), its entries'. */
+static __always_inline __u64 walk_slot(__u32 bits)
+{
+    __u64 v = bits & (CACHE_ACCESS | CONFINE_FS_NOT_GUARD);
+
+    if (!(bits & CONFINE_FS_WRITE))
+        return v;
+    if (bits & CONFINE_FS_ALIKE)
+        return v | CACHE_ENTRY_WRITE | (bits & FS_LEVELS);
+    if (bits & CONFINE_FS_ALIKE_UNNAMED)
+        return v | CACHE_UNNAMED_WRITE;
+    return v;
+}
+
+/* check_path for an open file that file_cached didn't settle: from its
+ * directory's slot (inherited), else by a walk, which for a directory also
+ * decides its entries. Kept in the file's slot. The inode's storage is
+ * made here, not by file_cached: files that never get this far (those on
+ * kernel-internal mounts) cost no allocation. */
 static __always_inline int decide_file(struct confine_job *job, __u64 cgid, struct file *file,
                                        struct dentry *dentry, struct vfsmount *mnt, __u16 op, __u32 need,
-                                       struct fs_cache *c, __u64 tag)
+                                       struct file_slot *fs)
 {
+    struct inode *inode = file->f_inode;
+    bool dir = (inode->i_mode & S_IFMT) == S_IFDIR;
+    struct fs_cache *c = fs->c;
+    __u64 v;
     __u32 bits;
     int ret;
 
-    if (!c && tag)
-        c = bpf_inode_storage_get(&fs_cache, file->f_inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    ret = decide_path(job, cgid, dentry, mnt, op, need, &bits);
+    if (!c && fs->tag)
+        c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (c) {
+        v = inherited(job, cgid, fs->ctx, file->f_path.dentry, file->f_path.mnt);
+        if ((v & need) == need) {
+            cache_put(c, cgid, fs->tag, v);
+            return ALLOW;
+        }
+    }
+    ret = decide_path(job, cgid, dentry, mnt, op, need, dir, &bits);
     /* Kept only if nothing moved while we walked. */
-    if (c && bits && file_tag(file, cgid) == tag)
-        cache_put(c, cgid, tag, bits);
+    if (c && bits && file_tag(file, cgid) == fs->tag)
+        cache_put(c, cgid, fs->tag, walk_slot(bits));
     return ret;
 }
 
@@ -247,12 +338,11 @@ static __always_inline int decide_file(struct confine_job *job, __u64 cgid, stru
 static __always_inline int check_file(struct confine_job *job, __u64 cgid, struct file *file,
                                       struct dentry *dentry, struct vfsmount *mnt, __u16 op, __u32 need)
 {
-    struct fs_cache *c;
-    __u64 tag;
+    struct file_slot fs;
 
-    if (file_cached(file, cgid, need, &c, &tag))
+    if (file_cached(file, cgid, need, &fs))
         return ALLOW;
-    return decide_file(job, cgid, file, dentry, mnt, op, need, c, tag);
+    return decide_file(job, cgid, file, dentry, mnt, op, need, &fs);
 }
 
 /* What making an entry other than a directory needs: that it is no guard
@@ -264,36 +354,6 @@ static __always_inline int check_file(struct confine_job *job, __u64 cgid, struc
  * cached decision (below) is never a guard's: guards are entries, and
  * named. */
 #define ENTRY_NEED (CONFINE_FS_WRITE | CONFINE_FS_NOT_GUARD)
-
-/* A directory inside one whose every entry may be written (its slot's
- * CACHE_ENTRY_WRITE: no rule lies below it) has no rule below it either,
- * so every entry of its own may be written too: its slot takes that from
- * its parent's, with one level less, and its first create or delete skips
- * the walk (`tar x`, `git clone`, `mkdir -p`). Not through a mount's root
- * or the task's root, whose parents' paths aren't theirs. `ctx` is the
- * tag_ctx read before d_parent; reading it again after shows no rename
- * moved the directory in between. */
-static __always_inline bool inherit_entry_write(struct fs_cache *c, __u64 cgid, __u64 ctx,
-                                                const struct path *dir, __u64 tag)
-{
-    struct dentry *d = dir->dentry, *parent = d->d_parent;
-    struct fs_cache *pc;
-    __u64 v, levels;
-
-    if (parent == d || d == dir->mnt->mnt_root || d == bpf_get_current_task_btf()->fs->root.dentry)
-        return false;
-    pc = bpf_inode_storage_get(&fs_cache, parent->d_inode, 0, 0);
-    if (!pc)
-        return false;
-    v = *(volatile __u64 *)&pc->slot[cgid & (CACHE_SLOTS - 1)];
-    levels = v & FS_LEVELS;
-    if (!levels ||
-        !slot_has(v, tag_for(base_in(ctx, ptr_value(parent)), ptr_value(dir->mnt)), CACHE_ENTRY_WRITE) ||
-        tag_ctx(cgid) != ctx)
-        return false;
-    cache_put(c, cgid, tag, CACHE_ENTRY_WRITE | (levels - (1u << FS_LEVELS_SHIFT)));
-    return true;
-}
 
 /* check_path for creating or removing the entry `dentry` in directory
  * `dir` (both hook arguments), through the directory's cache slot: where
@@ -308,6 +368,7 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
     struct fs_cache *c = NULL;
     struct vfsmount *mnt;
     __u32 bits;
+    __u64 v;
     int ret;
 
     ctx = tag_ctx(cgid);
@@ -322,19 +383,29 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
 
     if (tag && inode)
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (c && (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
-              (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(job, cgid, dentry)) ||
-              inherit_entry_write(c, cgid, ctx, dir, tag)))
-        return ALLOW;
+    if (c) {
+        if (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
+            (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(job, cgid, dentry)))
+            return ALLOW;
+        v = inherited(job, cgid, ctx, dir->dentry, dir->mnt);
+        if (v & CACHE_ENTRY_WRITE) {
+            cache_put(c, cgid, tag, v);
+            return ALLOW;
+        }
+    }
     /* The walk takes the mount as a plain value. */
     bpf_probe_read_kernel(&mnt, sizeof(mnt), &dir->mnt);
-    ret = decide_path(job, cgid, dentry, mnt, op, need, &bits);
-    if (!c || !(bits & CONFINE_FS_WRITE) || cache_tag(cgid, dir_dentry, dir_mnt) != tag)
-        return ret;
-    if (bits & CONFINE_FS_ALIKE)
-        cache_put(c, cgid, tag, CACHE_ENTRY_WRITE | (bits & FS_LEVELS));
-    else if (bits & CONFINE_FS_ALIKE_UNNAMED)
-        cache_put(c, cgid, tag, CACHE_UNNAMED_WRITE);
+    ret = decide_path(job, cgid, dentry, mnt, op, need, false, &bits);
+    /* The entry's decision, where its names are alike, is the directory's
+     * too, but for the guard bit where only unnamed ones are: the
+     * directory is an entry then, perhaps a guard. */
+    if (c && (bits & (CONFINE_FS_ALIKE | CONFINE_FS_ALIKE_UNNAMED)) &&
+        cache_tag(cgid, dir_dentry, dir_mnt) == tag) {
+        v = walk_slot(bits);
+        if (!(bits & CONFINE_FS_ALIKE))
+            v &= ~(__u64)CONFINE_FS_NOT_GUARD;
+        cache_put(c, cgid, tag, v);
+    }
     return ret;
 }
 

@@ -42,12 +42,25 @@ static __always_inline bool named(struct confine_job *job, __u64 cgid, struct de
     return bpf_map_lookup_elem(&fs_names, &k) != NULL;
 }
 
+/* The length of "DIR/" for the directory whose names decide_path judges
+ * alike: the path's own directory, or with `below` the path itself, a
+ * directory ("/" for the root). */
+static __always_inline __u32 alike_dir_len(const struct resolved *r, bool below)
+{
+    __u32 len = resolved_len(r);
+
+    if (!below)
+        return len - r->name_len;
+    return len > 1 ? len + 1 : 1;
+}
+
 /* The access bits the job's rules grant a resolved path, plus
  * CONFINE_FS_NOT_GUARD unless the path is a guard entry itself,
  * CONFINE_FS_LIST where it may be read or is a listable entry itself, and
  * CONFINE_FS_ALIKE(_UNNAMED) where every (unnamed) name in the path's
- * directory gets the same. */
-static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
+ * directory, or with `below` in the path itself, gets the same bits as
+ * the path. */
+static __always_inline __u32 granted(const struct resolved *r, __u64 cgid, bool below)
 {
     struct confine_fs_key *k = &r->s->key;
     __u32 plen = resolved_len(r), klen = plen, *access, bits, mlen, dir_len;
@@ -83,14 +96,19 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
         bits |= CONFINE_FS_LIST;
     if (!(exact && (*access & CONFINE_FS_GUARD)))
         bits |= CONFINE_FS_NOT_GUARD;
-    /* No entry lies below the path's directory, so every name in it gets
-     * these bits, when the match is above the directory (the directory
-     * would be an entry, as the ancestor of one), or is the directory
-     * itself and a leaf. When it is the directory with entries below, each
-     * of those lies under a child that is an entry itself, so every other
-     * name gets these bits. A cut key can't tell. */
-    dir_len = plen - r->name_len; /* "DIR/" */
-    if (plen < CONFINE_RULE_PATH_MAX && r->name_len) {
+    /* No entry lies below the directory, so every name in it gets these
+     * bits, when the match is above the directory (the directory would be
+     * an entry, as the ancestor of one), or is the directory itself and a
+     * leaf. When it is the directory with entries below, each of those
+     * lies under a child that is an entry itself, so every other name gets
+     * these bits. A cut key can't tell, and names are alike only if the
+     * walk would resolve each of them too: any of NAME_MAX bytes, and with
+     * `below` one step more. Where the path's own names are alike, the
+     * path is no guard, and differs from them only if exact (LIST without
+     * READ): the rule deciding them decides it. */
+    dir_len = alike_dir_len(r, below);
+    if (plen < CONFINE_RULE_PATH_MAX && (below || r->name_len) && dir_len + NAME_MAX < CONFINE_PATH_MAX &&
+        r->steps + below <= CONFINE_PATH_DEPTH) {
         if (mlen < dir_len || (mlen == dir_len && (*access & CONFINE_FS_LEAF)))
             bits |= CONFINE_FS_ALIKE;
         else if (mlen == dir_len)
@@ -100,29 +118,30 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid)
 }
 
 /* Synthesized with CONFINE_FS_ALIKE by decide_path, never stored in a rule:
- * how many levels of directories below the path's directory a walk would
- * still resolve, with room for any name at each (up to 15). A directory
- * below inherits its parent's decision on its entries (check_entry) with
- * one level less, so no create is allowed deeper or longer than a walk
- * would reach. */
+ * how many levels of directories below the directory whose names are
+ * alike a walk would still resolve, with room for any name at each (up to
+ * 15). A directory below inherits its parent's decision on its entries
+ * (inherited) with one level less, so nothing is allowed deeper or longer
+ * than a walk would reach. */
 #define FS_LEVELS_SHIFT 11
 #define FS_LEVELS_MAX   15u
 #define FS_LEVELS       (FS_LEVELS_MAX << FS_LEVELS_SHIFT)
 
-/* The levels below a resolved path's directory (its entries lie at level
- * 0), as FS_LEVELS bits. An entry of a directory g levels down has a path
- * of at most dir + g * (NAME_MAX + 1) + NAME_MAX bytes, and its walk takes
- * g more steps than this one's. */
-static __always_inline __u32 levels_below(const struct resolved *r)
+/* The levels below the directory alike_dir_len names (its entries lie at
+ * level 0), as FS_LEVELS bits. An entry of a directory g levels down has a
+ * path of at most dir + g * (NAME_MAX + 1) + NAME_MAX bytes, and its walk
+ * takes g more steps than an entry's: than this walk's, or with `below`
+ * one more. */
+static __always_inline __u32 levels_below(const struct resolved *r, bool below)
 {
-    __u32 dir_len = resolved_len(r) - r->name_len, room, levels;
+    __u32 dir_len = alike_dir_len(r, below), steps = r->steps + below, room, levels;
 
-    if (dir_len + NAME_MAX >= CONFINE_PATH_MAX || r->steps >= CONFINE_PATH_DEPTH)
+    if (dir_len + NAME_MAX >= CONFINE_PATH_MAX || steps >= CONFINE_PATH_DEPTH)
         return 0;
     room = CONFINE_PATH_MAX - 1 - NAME_MAX - dir_len;
     levels = room / (NAME_MAX + 1);
-    if (levels > CONFINE_PATH_DEPTH - r->steps)
-        levels = CONFINE_PATH_DEPTH - r->steps;
+    if (levels > CONFINE_PATH_DEPTH - steps)
+        levels = CONFINE_PATH_DEPTH - steps;
     if (levels > FS_LEVELS_MAX)
         levels = FS_LEVELS_MAX;
     return levels << FS_LEVELS_SHIFT;
@@ -130,9 +149,10 @@ static __always_inline __u32 levels_below(const struct resolved *r)
 
 /* Decides an access needing `need` (CONFINE_FS_*) to the file at
  * (dentry, mnt), reporting a refusal as `op`. Sets *bits to what the rules
- * grant the path, or 0 if the walk failed closed. */
+ * grant the path (granted, with levels_below where names are alike), or 0
+ * if the walk failed closed. */
 static __always_inline int decide_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
-                                       struct vfsmount *mnt, __u16 op, __u32 need, __u32 *bits)
+                                       struct vfsmount *mnt, __u16 op, __u32 need, bool below, __u32 *bits)
 {
     struct resolved r;
     int ret;
@@ -141,13 +161,9 @@ static __always_inline int decide_path(struct confine_job *job, __u64 cgid, stru
     if (!resolve(dentry, mnt, &r))
         return refuse(job, cgid, op);
     if (r.reason == CONFINE_REASON_POLICY) {
-        *bits = granted(&r, cgid);
-        /* Names in the directory are alike only if theirs, up to
-         * NAME_MAX, fit the walk too. */
-        if (resolved_len(&r) + NAME_MAX >= CONFINE_PATH_MAX)
-            *bits &= ~(CONFINE_FS_ALIKE | CONFINE_FS_ALIKE_UNNAMED);
-        else if (*bits & CONFINE_FS_ALIKE)
-            *bits |= levels_below(&r);
+        *bits = granted(&r, cgid, below);
+        if (*bits & CONFINE_FS_ALIKE)
+            *bits |= levels_below(&r, below);
         if ((*bits & need) == need) {
             scratch_release(r.s);
             return ALLOW;
@@ -164,7 +180,7 @@ static __always_inline int check_path(struct confine_job *job, __u64 cgid, struc
 {
     __u32 bits;
 
-    return decide_path(job, cgid, dentry, mnt, op, need, &bits);
+    return decide_path(job, cgid, dentry, mnt, op, need, false, &bits);
 }
 
 #endif

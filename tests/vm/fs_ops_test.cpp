@@ -1004,14 +1004,16 @@ TEST_F(FsOpsTest, PathsLongerThan4096BytesAreNeverAllowed) {
     close(fd);
 }
 
-// A directory a job makes inside one whose entries it may all write takes
-// that decision from its parent, with a level fewer, and skips the walk
-// (inherit_entry_write). The levels stop it where a walk of its path would
-// stop: a job nesting directories itself, deep or long, is refused at the
-// same level either way, and for the walk's reason. Names of NAME_MAX
-// bytes, nested in a short directory, are what the levels' bound is
-// exact for (one level more reaches past PATH_MAX).
-TEST_F(FsOpsTest, DirectoriesAJobNestsStopWhereTheWalkStops) {
+// A directory inside one whose entries a job may all write, and whose
+// names no rule singles out, takes its decision and its entries' from its
+// parent, with a level fewer, and skips the walk (inherited): whether the
+// job made it (`tar x`, `mkdir -p`) or opens it (`rm -rf`, `git status`).
+// The levels stop that where a walk of its path would stop: a job nesting
+// directories itself, or opening a nest made for it, deep or long, is
+// refused at the same level either way, and for the walk's reason. Names
+// of NAME_MAX bytes, nested in a short directory, are what the levels'
+// bound is exact for (one level more reaches past PATH_MAX).
+TEST_F(FsOpsTest, DirectoriesAJobNestsOrOpensStopWhereTheWalkStops) {
     const std::string w = work() + "/n";
     mkdir(w.c_str(), 0755);
     chown(w.c_str(), test_user().uid, test_user().gid);
@@ -1022,32 +1024,78 @@ TEST_F(FsOpsTest, DirectoriesAJobNestsStopWhereTheWalkStops) {
     };
     for (const Case& c : {Case{"d", 300, "path_too_deep"}, Case{std::string(255, 'n'), 20, "path_too_long"}}) {
         SCOPED_TRACE(c.reason);
-        // The level refused ("nest:EPERM at K"), with one audit line naming why.
-        auto refused_at = [&](const std::string& spec) {
+        auto remove = [&] {
+            int fd = open(w.c_str(), O_DIRECTORY | O_RDONLY);
+            remove_deep(fd, c.name.c_str());
+            close(fd);
+        };
+        // The level refused ("EPERM at K"), with one audit line naming why.
+        auto refused_at = [&](const std::string& spec, const std::string& op) {
             OpsRun run = run_ops("", {allowed(spec)});
             const std::string got = run.got.at(0);
-            EXPECT_TRUE(got.starts_with("nest:EPERM at ")) << got << "\n" << run.r.describe();
+            EXPECT_TRUE(got.starts_with(spec.substr(0, spec.find(',')) + ":EPERM at ")) << got << "\n"
+                                                                                        << run.r.describe();
             size_t refusals = 0;
             for (const AuditLine& l : run.r.audit)
-                if (l.str("op") == "mkdir") {
+                if (l.str("op") == op) {
                     refusals++;
                     EXPECT_EQ(l.str("reason").value_or(""), c.reason) << l.raw;
                 }
             EXPECT_EQ(refusals, 1u) << run.r.describe();
-            int fd = open(w.c_str(), O_DIRECTORY | O_RDONLY);
-            remove_deep(fd, c.name.c_str());
-            close(fd);
+            if (op == "mkdir") remove();  // what the job nested
             return got;
         };
-        const std::string spec = fmt::format("nest,{},{},{}", w, c.name, c.levels);
-        EXPECT_EQ(refused_at(spec), refused_at(spec + ",walk"));
-        // The control: the kernel takes every level.
-        OpsRun u = run_ops_unconfined({allowed(spec)});
+        const std::string levels = fmt::format("{},{},{}", w, c.name, c.levels);
+        EXPECT_EQ(refused_at("nest," + levels, "mkdir"), refused_at("nest," + levels + ",walk", "mkdir"));
+        // The control, which also makes the nest to open: the kernel takes
+        // every level.
+        OpsRun u = run_ops_unconfined({allowed("nest," + levels)});
+        ASSERT_EQ(u.got.at(0), "ok") << u.r.describe();
+        EXPECT_EQ(refused_at("descend," + levels, "open_read"), refused_at("descend," + levels + ",walk", "open_read"));
+        u = run_ops_unconfined({allowed("descend," + levels)});
         EXPECT_EQ(u.got.at(0), "ok") << u.r.describe();
-        int fd = open(w.c_str(), O_DIRECTORY | O_RDONLY);
-        remove_deep(fd, c.name.c_str());
-        close(fd);
+        remove();
     }
+}
+
+// A directory's decision on its entries, kept when it was listed or
+// created in, reaches no entry a rule singles out. The job lists a tree
+// (as `rm -rf`, `git status` and `find` do) before it tries the carve-outs
+// in it: each is decided by its own rule. It lists t first, whose walk
+// keeps the decision on its unnamed entries; the workdir's would reach t
+// alone. A long name shares its first 19 bytes with an unruled sibling,
+// as far as fs_names keeps names apart.
+TEST_F(FsOpsTest, ListingATreeFirstLeavesItsCarveOutsAlone) {
+    const std::string t = work() + "/t", long_ro = "carve-out-with-a-long-name", long_rw = "carve-out-with-a-lo-other";
+    const std::string policy =
+        make_policy({.deny_write = {"{workdir}/t/ro", "{workdir}/t/rofile", "{workdir}/t/" + long_ro},
+                     .deny = {"{workdir}/t/sec"}});
+    auto reset = [&] {
+        for (const std::string& d :
+             std::vector<std::string>{"", "/ro", "/sec", "/" + long_ro, "/" + long_rw, "/open", "/open/sub"}) {
+            mkdir((t + d).c_str(), 0755);
+            write_file(t + d + "/f", "original\n");
+            unlink((t + d + "/new").c_str());
+            for (const std::string& p : {t + d, t + d + "/f"}) chown(p.c_str(), test_user().uid, test_user().gid);
+        }
+        write_file(t + "/rofile", "original\n");
+    };
+    std::vector<Op> ops;
+    for (const std::string& d :
+         std::vector<std::string>{"/t", "/t/ro", "/t/" + long_ro, "/t/" + long_rw, "/t/open", "/t/open/sub", ""})
+        ops.push_back(allowed("list," + work() + d));
+    ops.push_back(denied("list," + t + "/sec", "open_read", t + "/sec"));
+    ops.push_back(denied("read," + t + "/sec/f", "open_read", t + "/sec/f"));
+    const std::vector<std::string> kept = {"/ro/f", "/rofile", "/" + long_ro + "/f"};
+    for (const std::string& f : kept) ops.push_back(denied(fmt::format("open,{}{},w", t, f), "open_write", t + f));
+    ops.push_back(denied(fmt::format("open,{}/ro/new,w+creat", t), "create", t + "/ro/new"));
+    for (const std::string& f :
+         std::vector<std::string>{"/" + long_rw + "/f", "/open/f", "/open/sub/f", "/open/sub/new"})
+        ops.push_back(allowed(fmt::format("open,{}{},w+creat", t, f)));
+    check_ops(policy, ops, reset, [&] {
+        for (const std::string& f : kept) EXPECT_EQ(read_file(t + f), "original\n") << f;
+    });
+    fs::remove_all(t);
 }
 
 // Regression: utimes and xattr changes are

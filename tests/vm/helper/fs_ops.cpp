@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>  // FS_IOC_SETFLAGS; linux/mount.h: open_tree, move_mount
 #include <linux/io_uring.h>
@@ -327,31 +328,33 @@ std::string create_race(const std::string& dir, int seconds) {
            std::to_string(timed);
 }
 
-// Makes `levels` nested directories named `name` in `dir`, each through the
-// last one's fd (so no path handed to the kernel is long): "ok", or the
-// errno of the first mkdir that failed and its level ("EPERM at 253").
-// A file with a short name made in `dir` first has its path walked, which
-// a long `name` would not. With `walk`, a rename before each mkdir voids
-// every cached decision, so each is decided by walking its path.
-std::string nest(const std::string& dir, const std::string& name, int levels, bool walk) {
+// Goes `levels` directories named `name` down from `dir`, each opened
+// through the last one's fd (so no path handed to the kernel is long),
+// with `make` making each first: "ok", or the errno of the first step that
+// failed and its level ("EPERM at 253"; "open EPERM at 3" for an open
+// after its mkdir). A file with a short name made in `dir` first has its
+// path walked, which a long `name` would not. With `walk`, a rename before
+// each step voids every cached decision, so each is decided by walking its
+// path.
+std::string nest(const std::string& dir, const std::string& name, int levels, bool walk, bool make) {
     const std::string a = dir + "/.nest-a", b = dir + "/.nest-b";
     if (close(open(a.c_str(), O_CREAT | O_WRONLY, 0644)) != 0) return "setup " + err(errno);
     int fd = open(dir.c_str(), O_DIRECTORY | O_RDONLY);
-    std::string got = "ok";
+    std::string got = fd < 0 ? "open " + err(errno) : "ok";
     for (int i = 1; i <= levels && fd >= 0; i++) {
         if (walk && (rename(a.c_str(), b.c_str()) != 0 || rename(b.c_str(), a.c_str()) != 0)) {
             got = "rename " + err(errno);
             break;
         }
-        if (mkdirat(fd, name.c_str(), 0755) != 0) {
+        if (make && mkdirat(fd, name.c_str(), 0755) != 0) {
             got = err(errno) + " at " + std::to_string(i);
             break;
         }
         int next = openat(fd, name.c_str(), O_DIRECTORY | O_RDONLY);
+        if (next < 0) got = (make ? "open " : "") + err(errno) + " at " + std::to_string(i);
         close(fd);
         fd = next;
     }
-    if (fd < 0) got = "open " + err(errno);
     close(fd);
     unlink(a.c_str());
     return got;
@@ -370,6 +373,14 @@ std::optional<std::string> fs_op(const Fields& a) {
         if (fd < 0) return err(errno);
         close(fd);
         return "ok";
+    }
+    if (op == "list" && a.size() == 2) {
+        DIR* d = opendir(p(1));
+        if (!d) return err(errno);
+        int n = 0;
+        while (readdir(d)) n++;
+        closedir(d);
+        return "ok " + std::to_string(n);
     }
     if (op == "mkdir" && a.size() == 2) return result(mkdir(p(1), 0755));
     if (op == "rmdir" && a.size() == 2) return result(rmdir(p(1)));
@@ -401,8 +412,8 @@ std::optional<std::string> fs_op(const Fields& a) {
     if (op == "chmod" && a.size() == 3) return result(chmod(p(1), static_cast<mode_t>(strtol(p(2), nullptr, 8))));
     if (op == "chown" && a.size() == 2) return result(chown(p(1), getuid(), getgid()));
     if (op == "createrace" && a.size() == 3) return create_race(a[1], atoi(p(2)));
-    if (op == "nest" && (a.size() == 4 || (a.size() == 5 && a[4] == "walk")))
-        return nest(a[1], a[2], atoi(p(3)), a.size() == 5);
+    if ((op == "nest" || op == "descend") && (a.size() == 4 || (a.size() == 5 && a[4] == "walk")))
+        return nest(a[1], a[2], atoi(p(3)), a.size() == 5, op == "nest");
     if (op == "utimes" && a.size() == 3) {
         if (a[2] == "now") return result(utimensat(AT_FDCWD, p(1), nullptr, 0));
         timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};

@@ -28,6 +28,7 @@
 //
 // Files:
 //   read,PATH                  open O_RDONLY and read: ok DATA (escaped)
+//   list,DIR                   opendir and read every entry: ok N (entries)
 //   open,PATH,FLAGS            FLAGS: '+' list of r w rw trunc append creat excl
 //   mkdir|rmdir|unlink|mkfifo|mknod,PATH   (mknod: a regular file)
 //   symlink,TARGET,PATH | link,OLD,NEW | rename,OLD,NEW
@@ -75,6 +76,8 @@
 //                              the last one's fd: ok, or "EPERM at K" for the first
 //                              that failed (walk: a rename before each voids the
 //                              decision cache, so each is decided by its path)
+//   descend,DIR,NAME,N[,walk]  the same through N nested directories NAME that
+//                              exist: opens each through the last one's fd
 // Network:
 //   connect,tcp|udp,ADDR,PORT  connect (udp: then send one datagram)
 //   connect,stdin,ADDR,PORT    connect the socket this process got as stdin
