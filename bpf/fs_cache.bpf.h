@@ -257,7 +257,8 @@ static __always_inline __u64 entry_bits(__u64 v)
  * one walk decided, needs no more walks: `tar x`, `git clone` and
  * `mkdir -p` create in the directories they made, `rm -rf` and
  * `git status` open each. Not through a mount's root or the task's root,
- * whose parents' paths aren't theirs. Reading tag_ctx again after
+ * whose parents' paths aren't theirs, nor for a name the walk would
+ * refuse (longer than NAME_MAX: FUSE allows them). Reading tag_ctx again after
  * d_parent shows that no rename moved the entry in between. */
 static __always_inline __u64 inherited(struct confine_job *job, __u64 cgid, __u64 ctx, struct dentry *dentry,
                                        struct vfsmount *mnt)
@@ -266,7 +267,7 @@ static __always_inline __u64 inherited(struct confine_job *job, __u64 cgid, __u6
     struct fs_cache *pc;
     __u64 v, bits, levels;
 
-    if (!ctx || parent == dentry || dentry == mnt->mnt_root ||
+    if (!ctx || parent == dentry || dentry->d_name.len > NAME_MAX || dentry == mnt->mnt_root ||
         dentry == bpf_get_current_task_btf()->fs->root.dentry)
         return 0;
     pc = bpf_inode_storage_get(&fs_cache, parent->d_inode, 0, 0);
@@ -285,6 +286,15 @@ static __always_inline __u64 inherited(struct confine_job *job, __u64 cgid, __u6
     }
     return tag_ctx(cgid) == ctx ? bits : 0;
 }
+
+/* Whether an open that its file's slot doesn't settle may take its
+ * decision from its directory's (inherited): that needs the file's dentry
+ * as a pointer bpf_inode_storage_get takes. Since struct file holds f_path
+ * in a union with __f_path (7.2 has it, 6.12 not), the verifier marks
+ * what is loaded through it untrusted, and refuses it there. The loader
+ * sets this where struct file has no __f_path; elsewhere the call is dead
+ * code, which the verifier drops. */
+const volatile bool open_inherits;
 
 /* What a walk's bits keep in a slot: the path's own decision and, where
  * it may be written and its names are alike (a walk `below` it, of a
@@ -320,7 +330,7 @@ static __always_inline int decide_file(struct confine_job *job, __u64 cgid, stru
 
     if (!c && fs->tag)
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (c) {
+    if (c && open_inherits) {
         v = inherited(job, cgid, fs->ctx, file->f_path.dentry, file->f_path.mnt);
         if ((v & need) == need) {
             cache_put(c, cgid, fs->tag, v);
@@ -383,7 +393,9 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
 
     if (tag && inode)
         c = bpf_inode_storage_get(&fs_cache, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (c) {
+    /* A name longer than NAME_MAX (FUSE allows them) is the walk's to
+     * refuse. */
+    if (c && dentry->d_name.len <= NAME_MAX) {
         if (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
             (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(job, cgid, dentry)))
             return ALLOW;
