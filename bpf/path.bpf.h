@@ -173,7 +173,11 @@ static long walk_step(__u32 i, void *arg)
         return 1;
     }
     off = w->off - (int)len - 1;
-    /* Keep off >= 1 so the finished path plus its NUL fits CONFINE_PATH_MAX. */
+    /* Keep off >= 1 so the finished path plus its NUL fits CONFINE_PATH_MAX.
+     * One branch for both tests: 6.1's verifier, which doesn't model a
+     * bpf_loop callback's later iterations, found `off < 1` alone never
+     * true and removed it (its xlated code shows it; the walk then allowed
+     * any length). An unknown `len` keeps the branch alive. */
     if (len > NAME_MAX || off < 1) {
         w->status = STEP_TOO_LONG;
         return 1;

@@ -71,12 +71,21 @@ std::string inet_target(const confine_inet& in) {
     return fmt::format("{}://[{}]:{}", scheme, buf, in.port);
 }
 
+// A path the kernel side walked, which fills it from its end: a walk that
+// gave up (too long, too deep) holds the end it reached, which "..." in
+// front marks as such. A name longer than NAME_MAX stops the walk at once:
+// ".../".
+std::string walked_path(const confine_event& e) {
+    std::string path(e.target.path, strnlen(e.target.path, sizeof e.target.path));
+    if (e.reason == CONFINE_REASON_PATH_TOO_LONG || e.reason == CONFINE_REASON_PATH_TOO_DEEP) return "..." + path;
+    return path;
+}
+
 std::string target(const confine_event& e) {
     switch (e.target_kind) {
-        case CONFINE_TARGET_PATH: return std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
+        case CONFINE_TARGET_PATH: return walked_path(e);
         case CONFINE_TARGET_INET: return inet_target(e.target.inet);
-        case CONFINE_TARGET_UNIX:
-            return "unix:" + std::string(e.target.path, strnlen(e.target.path, sizeof e.target.path));
+        case CONFINE_TARGET_UNIX: return "unix:" + walked_path(e);
         case CONFINE_TARGET_UNIX_ABSTRACT:
             return "unix-abstract:" + std::string(e.target.path, std::min<size_t>(e.target_len, sizeof e.target.path));
         case CONFINE_TARGET_TASK: return fmt::format("pid:{}", e.target.task.tgid);

@@ -30,8 +30,9 @@ VMTEST_BUSYBOX=${CONFINE_VMTEST_BUSYBOX:-/bin/busybox}
 # /lib/modules is for the host's kernel): add here what tests need, e.g.
 # veth; the cache is rebuilt on the next run when this list changes.
 # veth: far hosts in network namespaces; sctp: the tests that show SCTP's
-# own connect paths are refused (a guest can't autoload a module).
-VMTEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay veth sctp)
+# own connect paths are refused (a guest can't autoload a module); fuse
+# (built in from 6.12): names longer than NAME_MAX.
+VMTEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay veth sctp fuse)
 
 VMTEST_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 

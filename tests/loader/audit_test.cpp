@@ -86,6 +86,22 @@ TEST(AuditFormat, FailClosedDenialsSayWhy) {
     EXPECT_NE(format(e).find(R"("reason":"path_too_deep")"), std::string::npos);
 }
 
+// A walk that gave up holds the path's end only, and says so.
+TEST(AuditFormat, PathsTooLongOrDeepAreTheirEndAfterDots) {
+    confine_event e = event(CONFINE_OP_OPEN_READ);
+    e.target_kind = CONFINE_TARGET_PATH;
+    strcpy(e.target.path, "/d/d/f");
+    EXPECT_NE(format(e).find(R"("target":"/d/d/f")"), std::string::npos) << format(e);
+    for (auto reason : {CONFINE_REASON_PATH_TOO_DEEP, CONFINE_REASON_PATH_TOO_LONG}) {
+        e.reason = reason;
+        EXPECT_NE(format(e).find(R"("target":".../d/d/f")"), std::string::npos) << format(e);
+    }
+    e.target_kind = CONFINE_TARGET_UNIX;
+    EXPECT_NE(format(e).find(R"("target":"unix:.../d/d/f")"), std::string::npos) << format(e);
+    e.reason = CONFINE_REASON_OUTSIDE_ROOT;
+    EXPECT_NE(format(e).find(R"("target":"unix:/d/d/f")"), std::string::npos) << format(e);
+}
+
 TEST(AuditFormat, SignalsNameTheirTarget) {
     confine_event e = event(CONFINE_OP_SIGNAL);
     e.target_kind = CONFINE_TARGET_TASK;

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/fuse.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -49,8 +50,8 @@ constexpr const char* kSshDir = "/home/confinetest/.ssh";
 struct Op {
     std::string spec;         // a `vmhelper` operation, e.g. "open,/p,w+trunc"
     std::string op = {};      // the audit op of its refusal; empty: permitted
-    std::string target = {};  // the audited path (with `reason`: the full path, of which
-                              // the audited one is the tail the walk got to)
+    std::string target = {};  // the audited path (with `reason`: the full path, audited as
+                              // "..." and the end the walk got to)
     std::string reason = {};  // the "reason" of a fail-closed refusal
     bool xattr = false;       // may fail without confine (no user.* xattrs on 6.1's tmpfs),
                               // but never with EPERM
@@ -186,9 +187,12 @@ protected:
                 if (used[k] || l.str("op") != o.op) continue;
                 if (!o.uring && l.str("comm") != comm) continue;
                 std::string t = l.str("target").value_or("");
-                bool match = o.prefix           ? t.starts_with(o.target)
-                             : o.reason.empty() ? t == o.target
-                                                : !t.empty() && o.target.ends_with(t);
+                // A path the walk gave up on is audited as its end
+                // after "...".
+                bool match = o.prefix ? t.starts_with(o.target)
+                             : o.reason.empty()
+                                 ? t == o.target
+                                 : t == o.target || (t.starts_with(".../") && o.target.ends_with(t.substr(3)));
                 if (!match) continue;
                 used[k] = true;
                 EXPECT_TRUE(well_formed(r, l, o.uring ? "" : comm)) << r.describe();
@@ -1002,6 +1006,135 @@ TEST_F(FsOpsTest, PathsLongerThan4096BytesAreNeverAllowed) {
     int fd = open(w.c_str(), O_DIRECTORY | O_RDONLY);
     remove_deep(fd, name.c_str());
     close(fd);
+}
+
+// A FUSE filesystem that root mounted, in which every name starting with
+// 'a' is the file "hello\n" and "d" a directory like the root, each its own
+// (a directory has one dentry). FUSE takes names of up to 1,024 bytes,
+// longer than any other filesystem's NAME_MAX (255).
+class LongNameFuse {
+public:
+    ::testing::AssertionResult mount(Mounts& m, const std::string& at) {
+        fd_ = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+        if (fd_ < 0) return ::testing::AssertionFailure() << "/dev/fuse: " << strerror(errno);
+        const std::string opts = fmt::format("fd={},rootmode=40000,user_id=0,group_id=0,allow_other", fd_);
+        if (auto r = m.add("confine-test", at, "fuse", 0, opts.c_str()); !r) return r;
+        server_ = fork();
+        if (server_ == 0) serve();
+        return ::testing::AssertionSuccess();
+    }
+    // After the unmount: the kernel ends the connection and the server's
+    // read fails.
+    ~LongNameFuse() {
+        if (fd_ >= 0) close(fd_);
+        if (server_ > 0) {
+            kill(server_, SIGKILL);
+            waitpid(server_, nullptr, 0);
+        }
+    }
+
+private:
+    static constexpr uint64_t kRoot = FUSE_ROOT_ID, kFile = 2;
+    [[noreturn]] void serve() {
+        static char buf[FUSE_MIN_READ_BUFFER + (1 << 17)];
+        for (;;) {
+            ssize_t n = read(fd_, buf, sizeof buf);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) _exit(0);
+            const auto* in = reinterpret_cast<const fuse_in_header*>(buf);
+            answer(*in, buf + sizeof *in);
+        }
+    }
+    void reply(uint64_t unique, int err, const void* data = nullptr, size_t size = 0) {
+        char out[sizeof(fuse_out_header) + 256];
+        fuse_out_header h{.len = static_cast<uint32_t>(sizeof h + size), .error = -err, .unique = unique};
+        memcpy(out, &h, sizeof h);
+        if (size) memcpy(out + sizeof h, data, size);
+        if (write(fd_, out, h.len) < 0) _exit(1);
+    }
+    static fuse_attr attr(uint64_t ino) {
+        return {.ino = ino,
+                .size = ino == kFile ? 6u : 0u,
+                .mode = ino == kFile ? S_IFREG | 0666u : S_IFDIR | 0777u,
+                .nlink = ino == kFile ? 1u : 2u,
+                .blksize = 4096};
+    }
+    void answer(const fuse_in_header& in, const char* arg) {
+        switch (in.opcode) {
+            case FUSE_INIT: {
+                const auto* i = reinterpret_cast<const fuse_init_in*>(arg);
+                fuse_init_out o{.major = FUSE_KERNEL_VERSION,
+                                .minor = std::min<uint32_t>(i->minor, FUSE_KERNEL_MINOR_VERSION),
+                                .max_readahead = i->max_readahead,
+                                .max_write = 4096,
+                                .time_gran = 1};
+                return reply(in.unique, 0, &o, sizeof o);
+            }
+            case FUSE_LOOKUP: {
+                uint64_t ino = arg[0] == 'a'           ? kFile
+                               : strcmp(arg, "d") != 0 ? 0
+                               : in.nodeid == kRoot    ? kFile + 1
+                                                       : in.nodeid + 1;
+                if (!ino) return reply(in.unique, ENOENT);
+                fuse_entry_out e{.nodeid = ino, .entry_valid = 3600, .attr_valid = 3600, .attr = attr(ino)};
+                return reply(in.unique, 0, &e, sizeof e);
+            }
+            case FUSE_GETATTR:
+            case FUSE_SETATTR: {
+                fuse_attr_out a{.attr_valid = 3600, .attr = attr(in.nodeid)};
+                return reply(in.unique, 0, &a, sizeof a);
+            }
+            case FUSE_OPEN:
+            case FUSE_OPENDIR: {
+                fuse_open_out o{};
+                return reply(in.unique, 0, &o, sizeof o);
+            }
+            case FUSE_READ: {
+                const auto* r = reinterpret_cast<const fuse_read_in*>(arg);
+                static const char kText[] = "hello\n";
+                size_t off = std::min<uint64_t>(r->offset, 6);
+                return reply(in.unique, 0, kText + off, 6 - off);
+            }
+            case FUSE_READDIR:  // empty: the lookups are what matter
+            case FUSE_RELEASE:
+            case FUSE_RELEASEDIR:
+            case FUSE_FLUSH: return reply(in.unique, 0);
+            case FUSE_FORGET:
+            case FUSE_BATCH_FORGET:
+            case FUSE_INTERRUPT: return;  // no reply expected
+            default: return reply(in.unique, ENOSYS);
+        }
+    }
+    int fd_ = -1;
+    pid_t server_ = -1;
+};
+
+// A name longer than NAME_MAX can't be decided (rules and cache slots are
+// sized for NAME_MAX): refused as path_too_long, even where the job may
+// write everything, and even after it listed the directory, whose slot
+// would decide its entries without a walk. The walk reads nothing of such
+// a path: the record's target is ".../". A short name in the same
+// filesystem opens, and unconfined every name does.
+TEST_F(FsOpsTest, NamesLongerThan255BytesAreNeverAllowed) {
+    const std::string fz = work() + "/fz", name = "a" + std::string(299, 'b');
+    make_dir(fz);
+    Mounts m;
+    LongNameFuse fuse;
+    ASSERT_TRUE(fuse.mount(m, fz));
+    auto too_long = [](std::string spec, std::string op) {
+        Op o = denied(std::move(spec), std::move(op), ".../");
+        o.reason = "path_too_long";
+        return o;
+    };
+    std::vector<Op> ops = {
+        allowed("read," + fz + "/a"),
+        too_long("read," + fz + "/" + name, "open_read"),
+        allowed("list," + fz),
+        allowed("list," + fz + "/d"),
+        too_long("open," + fz + "/d/" + name + ",w", "open_write"),
+        too_long("read," + fz + "/d/d/" + name, "open_read"),
+    };
+    check_ops("", ops, [] {});
 }
 
 // A directory inside one whose entries a job may all write, and whose
