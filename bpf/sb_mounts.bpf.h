@@ -57,20 +57,29 @@ struct sb_walk {
     bool overflow;
 };
 
+/* Always 0, but a writable global, so the verifier can't know it: see
+ * sb_mounts_in. */
+volatile __u32 opaque_zero;
+
 static long sb_step(__u32 i, void *arg)
 {
     struct sb_walk *w = arg;
     struct mount *m = w->m; /* a local: CO-RE reads can't start in our struct */
+    __u32 n;
 
     if (!m)
         return 1;
     if (BPF_CORE_READ(m, mnt_ns) == w->ns) {
-        if (w->n >= MAX_SB_MOUNTS) {
+        n = w->n;
+        if (n >= MAX_SB_MOUNTS) {
             w->overflow = true;
             return 1;
         }
-        w->found[w->n & (MAX_SB_MOUNTS - 1)] = (void *)m + bpf_core_field_offset(struct mount, mnt);
-        w->n++;
+        /* The mask stays whatever the check above becomes (clang would
+         * drop it as implied). */
+        barrier_var(n);
+        w->found[n & (MAX_SB_MOUNTS - 1)] = (void *)m + bpf_core_field_offset(struct mount, mnt);
+        w->n = n + 1;
     }
     w->m = sb_next_mount(w->sb, m);
     return 0;
@@ -78,12 +87,19 @@ static long sb_step(__u32 i, void *arg)
 
 /* Collects into w->found the mounts of `sb` in namespace `ns`. False when
  * they can't all be known: more of them than MAX_SB_MOUNTS, or a list longer
- * than MAX_SB_LIST (the caller fails closed). */
+ * than MAX_SB_LIST (the caller fails closed).
+ *
+ * 6.1's verifier checks a bpf_loop callback once, from the caller's state,
+ * and removes a branch it never saw taken. From a count known to be 0 it
+ * never saw the bound reached and removed it: the fifth mount was stored
+ * past `found`. A count it can't know (opaque_zero) covers every
+ * iteration's. */
 static __always_inline bool sb_mounts_in(struct super_block *sb, struct mnt_namespace *ns, struct sb_walk *w)
 {
     w->sb = sb;
     w->ns = ns;
     w->m = sb_first_mount(sb);
+    w->n = opaque_zero;
     bpf_loop(MAX_SB_LIST, sb_step, w, 0);
     return !w->overflow && !w->m;
 }

@@ -900,6 +900,38 @@ TEST_F(FsOpsTest, MountsAreJudgedByThePathTheJobSees) {
     expect_control(run_ops_unconfined(ops), ops);
 }
 
+// Hooks that get a file but no mount (times, xattrs) decide through every
+// mount of its filesystem in the job's namespace, up to 4 (MAX_SB_MOUNTS):
+// a file mounted more often is refused, with reason too_many_mounts. 20
+// mounts show the bound holds on every kernel: 6.1's verifier checks a
+// bpf_loop callback once, from the caller's count of 0, and removed the
+// bound as never true, so the fifth mount was stored past the list.
+TEST_F(FsOpsTest, TimesAndXattrsOfAFileMountedMoreThanFourTimesAreRefused) {
+    const std::string opts = fmt::format("mode=0755,uid={},gid={}", test_user().uid, test_user().gid);
+    for (int mounts : {4, 5, 20}) {
+        SCOPED_TRACE(fmt::format("{} mounts", mounts));
+        const std::string top = fmt::format("{}/m{}", work(), mounts), f = top + "/f";
+        make_dir(top);
+        Mounts m;
+        ASSERT_TRUE(m.add("tmpfs", top, "tmpfs", 0, opts.c_str()));
+        for (int i = 1; i < mounts; i++) {
+            const std::string bind = fmt::format("{}-{}", top, i);
+            make_dir(bind);
+            ASSERT_TRUE(m.add(top.c_str(), bind, nullptr, MS_BIND));
+        }
+        std::ofstream(f) << "x";
+        ASSERT_EQ(chown(f.c_str(), test_user().uid, test_user().gid), 0);
+        Op times = allowed("utimes," + f + ",set"), xattr = allowed("setxattr," + f + ",user.k,v");
+        xattr.xattr = true;  // 6.1's tmpfs has no user.* xattrs
+        if (mounts > 4) {
+            times.op = "setattr";
+            xattr.op = "setxattr";
+            times.reason = xattr.reason = "too_many_mounts";
+        }
+        check_ops("", {times, xattr}, [] {});
+    }
+}
+
 // ---- limits of the walk -------------------------------------------------------------------------------
 
 // Creates `levels` nested directories named `name` under `dir` (owned by
