@@ -73,8 +73,8 @@ std::string inet_target(const confine_inet& in) {
 
 // A path the kernel side walked, which fills it from its end: a walk that
 // gave up (too long, too deep) holds the end it reached, which "..." in
-// front marks as such. A name longer than NAME_MAX stops the walk at once:
-// ".../".
+// front marks as such (".../" for a file whose own name is longer than
+// NAME_MAX, where it stopped at once).
 std::string walked_path(const confine_event& e) {
     std::string path(e.target.path, strnlen(e.target.path, sizeof e.target.path));
     if (e.reason == CONFINE_REASON_PATH_TOO_LONG || e.reason == CONFINE_REASON_PATH_TOO_DEEP) return "..." + path;
