@@ -1055,8 +1055,8 @@ public:
         if (server_ == 0) serve();
         return ::testing::AssertionSuccess();
     }
-    // After the unmount: the kernel ends the connection and the server's
-    // read fails.
+    // Ends the server; its mount, whose requests then fail (ENOTCONN),
+    // goes with the test's Mounts.
     ~LongNameFuse() {
         if (fd_ >= 0) close(fd_);
         if (server_ > 0) {
