@@ -8,6 +8,7 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -21,8 +22,10 @@
 namespace confine {
 namespace {
 
-// Everything below runs in the child between clone3 and execve. It reports
-// the failed step and its errno through `report` and exits.
+// Everything below runs in the child between clone3 and execve, in
+// confine's memory (see clone_child): it allocates nothing and changes
+// nothing of confine's but errno. It reports the failed step and its errno
+// through `report` and exits.
 enum class Step : int { Exec, Namespace, Privileges, Keyring, Workdir, Fds };
 
 struct Failure {
@@ -83,9 +86,11 @@ void drop_privileges(const LaunchSpec& s, int report) {
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) fail();
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) fail();
-    if (setgroups(s.groups.size(), s.groups.data()) != 0) fail();
-    if (setresgid(s.gid, s.gid, s.gid) != 0) fail();
-    if (setresuid(s.uid, s.uid, s.uid) != 0) fail();
+    // Raw syscalls: glibc's wrappers would, in a process with threads, have
+    // every thread of confine (whose memory the child shares) change too.
+    if (syscall(SYS_setgroups, s.groups.size(), s.groups.data()) != 0) fail();
+    if (syscall(SYS_setresgid, s.gid, s.gid, s.gid) != 0) fail();
+    if (syscall(SYS_setresuid, s.uid, s.uid, s.uid) != 0) fail();
     // A root job (--allow-root) keeps its capabilities across setuid(0):
     // clear them explicitly. For other users this is already the case.
     __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -96,10 +101,12 @@ void drop_privileges(const LaunchSpec& s, int report) {
 
 [[noreturn]] void exec_child(const LaunchSpec& s, char* const* argv, char* const* envp,
                              const std::vector<std::string>& candidates, int report) {
+    // Default dispositions before unblocking: no signal may reach one of
+    // confine's in here.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTTOU, SIGCHLD}) signal(sig, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTTOU, SIGCHLD}) signal(sig, SIG_DFL);
 
     // A session of its own: the job has no controlling terminal, so it can't
     // push input into the caller's (TIOCSTI) or signal its process group.
@@ -130,6 +137,97 @@ void drop_privileges(const LaunchSpec& s, int report) {
         if (errno != ENOENT && errno != ENOTDIR && errno != EACCES) break;
     }
     child_fail(report, Step::Exec, err);
+}
+
+struct ChildArgs {
+    const LaunchSpec* spec;
+    char* const* argv;
+    char* const* envp;
+    const std::vector<std::string>* candidates;
+    int report;
+};
+
+int child_main(void* p) {
+    const ChildArgs& a = *static_cast<const ChildArgs*>(p);
+    exec_child(*a.spec, a.argv, a.envp, *a.candidates, a.report);
+}
+
+#if defined(__x86_64__)
+// clone3 that runs fn(arg) in the child, on the stack the args name, and
+// exits with its result; returns the child's pid or -errno. A CLONE_VM
+// child can't return from syscall() as fork's does: it would overwrite the
+// parent's frames, which it shares. glibc's clone and posix_spawn do the same.
+extern "C" long confine_clone3_run(clone_args* args, size_t size, int (*fn)(void*), void* arg);
+asm(R"(
+    .text
+    .globl confine_clone3_run
+    .type confine_clone3_run, @function
+confine_clone3_run:
+    mov %rcx, %r8      # arg: the syscall clobbers rcx; rdx (fn) and r8 survive it
+    mov $435, %eax     # SYS_clone3
+    syscall
+    test %rax, %rax
+    jnz 1f
+    xor %ebp, %ebp     # the child, on its own stack: no frame above it
+    mov %r8, %rdi
+    call *%rdx
+    mov %eax, %edi
+    mov $60, %eax      # SYS_exit
+    syscall
+    hlt
+1:  ret
+    .size confine_clone3_run, .-confine_clone3_run
+)");
+
+// The child's stack while it shares confine's memory, with a guard page
+// below it.
+class ChildStack {
+public:
+    static constexpr size_t kGuard = 4096, kSize = 64 * 1024;
+    ChildStack() {
+        void* p = mmap(nullptr, kGuard + kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (p == MAP_FAILED) return;
+        base_ = p;
+        if (mprotect(base_, kGuard, PROT_NONE) != 0) {
+            munmap(base_, kGuard + kSize);
+            base_ = nullptr;
+        }
+    }
+    ~ChildStack() {
+        if (base_) munmap(base_, kGuard + kSize);
+    }
+    ChildStack(const ChildStack&) = delete;
+    ChildStack& operator=(const ChildStack&) = delete;
+    explicit operator bool() const { return base_ != nullptr; }
+    uint64_t bottom() const { return reinterpret_cast<uint64_t>(base_) + kGuard; }
+
+private:
+    void* base_ = nullptr;
+};
+#endif
+
+// Starts the child in the job's cgroup and namespaces; returns its pid, or
+// -1 with errno set. On x86-64 the child shares confine's memory until it
+// execs (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page tables
+// copied, no page copied on write on either side, no copy to tear down at
+// the exec. Under icount on 6.12 that took 0.7 ms off each job's start
+// (9.5 to 8.8 ms, bench/ "Job start").
+long clone_child(clone_args& args, ChildArgs& child) {
+#if defined(__x86_64__)
+    ChildStack stack;
+    if (!stack) return -1;
+    args.flags |= CLONE_VM | CLONE_VFORK;
+    args.stack = stack.bottom();
+    args.stack_size = ChildStack::kSize;
+    long r = confine_clone3_run(&args, sizeof args, child_main, &child);
+    if (r >= 0) return r;
+    errno = static_cast<int>(-r);
+    return -1;
+#else
+    long pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) child_main(&child);
+    return pid;
+#endif
 }
 
 // Where to look for argv[0]: itself if it has a '/', else each PATH entry of
@@ -175,9 +273,9 @@ Result<Child> spawn(const LaunchSpec& s) {
     args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
     args.exit_signal = SIGCHLD;
     args.cgroup = static_cast<uint64_t>(s.cgroup_fd);
-    long pid = syscall(SYS_clone3, &args, sizeof args);
+    ChildArgs child_args{&s, argv.data(), envp.data(), &candidates, report_write.get()};
+    long pid = clone_child(args, child_args);
     if (pid < 0) return fail(Error::sys("run: clone3(CLONE_INTO_CGROUP)").hint("confine needs Linux 5.7 or newer"));
-    if (pid == 0) exec_child(s, argv.data(), envp.data(), candidates, report_write.get());
 
     Child child{static_cast<pid_t>(pid), Fd(pidfd)};
     report_write.reset();
