@@ -206,28 +206,42 @@ private:
 };
 #endif
 
+#if defined(__x86_64__)
+// Whether the child may share confine's memory: not where fs.suid_dumpable
+// is 1, where a process that drops to a user stays open to that user's
+// ptrace and /proc/PID/mem (commit_creds sets its memory's dumpability from
+// it), and the memory would be root confine's. 0 and 2 close it.
+bool may_share_memory() {
+    char c = 0;
+    Fd fd(open("/proc/sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC));
+    return fd && read(fd.get(), &c, 1) == 1 && (c == '0' || c == '2');
+}
+#endif
+
 // Starts the child in the job's cgroup and namespaces; returns its pid, or
 // -1 with errno set. On x86-64 the child shares confine's memory until it
 // execs (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page tables
 // copied, no page copied on write on either side, no copy to tear down at
 // the exec. Under icount on 6.12 that took 0.7 ms off each job's start
-// (9.5 to 8.8 ms, bench/ "Job start").
-long clone_child(clone_args& args, ChildArgs& child) {
+// (9.5 to 8.8 ms, bench/ "Job start"). Elsewhere, and where it may not
+// (above), the child gets a copy, as fork's does.
+long clone_child(clone_args args, ChildArgs& child) {
 #if defined(__x86_64__)
-    ChildStack stack;
-    if (!stack) return -1;
-    args.flags |= CLONE_VM | CLONE_VFORK;
-    args.stack = stack.bottom();
-    args.stack_size = ChildStack::kSize;
-    long r = confine_clone3_run(&args, sizeof args, child_main, &child);
-    if (r >= 0) return r;
-    errno = static_cast<int>(-r);
-    return -1;
-#else
+    if (may_share_memory()) {
+        ChildStack stack;
+        if (!stack) return -1;
+        args.flags |= CLONE_VM | CLONE_VFORK;
+        args.stack = stack.bottom();
+        args.stack_size = ChildStack::kSize;
+        long r = confine_clone3_run(&args, sizeof args, child_main, &child);
+        if (r >= 0) return r;
+        errno = static_cast<int>(-r);
+        return -1;
+    }
+#endif
     long pid = syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) child_main(&child);
     return pid;
-#endif
 }
 
 // Where to look for argv[0]: itself if it has a '/', else each PATH entry of

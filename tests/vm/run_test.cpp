@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <filesystem>
+#include <fstream>
 
 #include <cstring>
 #include <map>
@@ -197,6 +198,20 @@ TEST_F(RunTest, NoCapabilitiesAndNoNewPrivs) {
         EXPECT_EQ(s[cap], "0000000000000000") << cap;
     EXPECT_EQ(s["NoNewPrivs"], "1");
     EXPECT_EQ(s["Uid"], fmt::format("{0}\t{0}\t{0}\t{0}", test_user().uid));
+}
+
+// Where fs.suid_dumpable is 1, a process that drops to a user stays open to
+// that user's /proc/PID/mem: the job's first process must not share root
+// confine's memory there (launch.cpp, may_share_memory), and still starts.
+TEST_F(RunTest, AJobStartsWhereProcessesThatDropToAUserStayDumpable) {
+    const std::string knob = "/proc/sys/fs/suid_dumpable";
+    const std::string before = read_file(knob);
+    auto set = [&](const std::string& v) { ASSERT_TRUE(std::ofstream(knob) << v) << knob; };
+    set("1");
+    Result r = run_confined("", "id -u");
+    set(before);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, std::to_string(test_user().uid) + "\n") << r.describe();
 }
 
 TEST_F(RunTest, OnlyStdioIsInherited) {
