@@ -500,38 +500,39 @@ p("""## Notes
     cgroup from a `sock_addr` program. What is left is `connect4`'s
     socket-table lookup and six programs' dispatch.
   - *Start*: `confine run --user U -- true` timed phase by phase under
-    icount, with its files local (6.12, median of 9 runs, µs): the
-    policy's TOML 332, the user look-up through NSS 1,382 (the baseline
-    pays about as much for its own), the kernel check 178, the pinned
-    objects 813 (the lock 25, the parent cgroups 124, other builds 46,
-    each feature's ready marker and links 233, the programs' attachments
-    265, the maps 75), orphaned proxies 44, the private directories 58,
-    compiling the policy 537 (about half of it `readlink`s), the ring,
-    audit log and cgroup 316, the limits 96, the policy's map entries
-    383, the spawn until the job has run (the clone with its mount and
-    IPC namespaces and the child's first faults about 420, the private
-    /dev/pts and /dev/shm 100, dropping privileges 112, then the job's
-    exec and run) 2,271, and the cgroup's removal 239; exec, the dynamic
-    loader and exit cost about 1,060 more than `true`'s. The default
-    policy is parsed without its comments, which toml++ reads byte by
-    byte like any other text (547 to 332). Before the files were local,
-    the same trace read 3,457 for NSS and 2,548 for the spawn: most of
-    that was waiting on 9p. Through the daemon, its worker skips the
-    check (38) and the objects (5), but the client is an exec of confine
-    too and the worker a fork of the daemon, so it is the slower way to
-    start a job (the table above). Earlier cuts: a job's end no longer
-    walks `job_keys`; one listing of the pin directory, one query per
-    attach type, `cgroup.stat` before listing the proxies' cgroup, and
-    batched policy entries (`BPF_MAP_UPDATE_BATCH` and
+    icount, with its files local (6.12, mean of 20 runs, µs): the
+    policy's TOML 465, the user look-up through NSS 1,186 (glibc tries
+    nscd's socket, then loads `libnss_systemd`, which tries systemd's
+    userdb; the baseline pays as much for its own), the kernel check 195,
+    the pinned objects 560, orphaned proxies 73, the private directories
+    53, compiling the policy 531 (about half of it `realpath`'s
+    `readlink`s), the ring, audit log and cgroup 339, the limits 86, the
+    policy's map entries 366, the spawn until the job's exec 1,569 (the
+    clone with its mount and IPC namespaces, the private /dev/pts and
+    /dev/shm, dropping privileges, the exec), the job's run 86, the
+    cgroup's removal 236 and confine's exit 225; exec, the dynamic loader
+    and exit cost about 1,000 more than `true`'s. The job's first process
+    shares confine's memory until its exec (`CLONE_VM | CLONE_VFORK`,
+    where `fs.suid_dumpable` isn't 1), which took the spawn from 2,271
+    to 1,655 with the job's run, and the start from 9.5 to 8.8 ms. The
+    default policy is parsed without its comments, which toml++ reads
+    byte by byte like any other text (547 to 332 then). Before the files
+    were local, the same trace read 3,457 for NSS and 2,548 for the
+    spawn: most of that was waiting on 9p. Through the daemon, its worker
+    skips the check and the objects, but the client is an exec of
+    confine too and the worker a fork of the daemon, so it is the slower
+    way to start a job (the table above). Earlier cuts: a job's end no
+    longer walks `job_keys`; one listing of the pin directory, one query
+    per attach type, `cgroup.stat` before listing the proxies' cgroup,
+    and batched policy entries (`BPF_MAP_UPDATE_BATCH` and
     `BPF_MAP_DELETE_BATCH`, 5.6); confine linked statically (libbpf with
     libelf and zlib, libstdc++; fmt and toml++ header-only; journald
     spoken to without libsystemd); a per-build pool of rings, which
     removes two RCU grace periods; and a build-time manifest of each
     object (`bpf/manifest.cpp`), so a confine that finds the objects
-    pinned skips parsing their ELF. What is left is spread thin; the
-    largest pieces are the pinned objects' checks, the fork of a process
-    of confine's size (a `CLONE_VM` spawn would skip copying its page
-    tables and the faults after), and the compile's `readlink`s.
+    pinned skips parsing their ELF. What is left is spread thin over
+    pieces of 0.2 to 0.6 ms; icount weighs first touches heavily (a
+    fresh page's zeroing counts each byte of `rep stosb`).
 """)
 print("\n".join(out))
 
