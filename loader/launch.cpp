@@ -204,9 +204,7 @@ public:
 private:
     void* base_ = nullptr;
 };
-#endif
 
-#if defined(__x86_64__)
 // Whether the child may share confine's memory: not where fs.suid_dumpable
 // is 1, where a process that drops to a user stays open to that user's
 // ptrace and /proc/PID/mem (commit_creds sets its memory's dumpability from

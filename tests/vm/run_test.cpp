@@ -201,8 +201,9 @@ TEST_F(RunTest, NoCapabilitiesAndNoNewPrivs) {
 }
 
 // Where fs.suid_dumpable is 1, a process that drops to a user stays open to
-// that user's /proc/PID/mem: the job's first process must not share root
-// confine's memory there (launch.cpp, may_share_memory), and still starts.
+// that user's /proc/PID/mem, so there the job's first process gets a copy
+// of confine's memory rather than sharing it (launch.cpp, may_share_memory):
+// that way must start the job too.
 TEST_F(RunTest, AJobStartsWhereProcessesThatDropToAUserStayDumpable) {
     const std::string knob = "/proc/sys/fs/suid_dumpable";
     const std::string before = read_file(knob);
