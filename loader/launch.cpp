@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/text.h"
+
 namespace confine {
 namespace {
 
@@ -210,9 +212,8 @@ private:
 // ptrace and /proc/PID/mem (commit_creds sets its memory's dumpability from
 // it), and the memory would be root confine's. 0 and 2 close it.
 bool may_share_memory() {
-    char c = 0;
-    Fd fd(open("/proc/sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC));
-    return fd && read(fd.get(), &c, 1) == 1 && (c == '0' || c == '2');
+    const std::string v = read_all("/proc/sys/fs/suid_dumpable");
+    return v.starts_with('0') || v.starts_with('2');
 }
 #endif
 
