@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -397,11 +398,24 @@ int daemon_main(const DaemonOptions& opts) {
     if (!objs) return error(explain_load_failure(objs.error()));
     // Jobs a dead daemon (or a killed confine) left: still confined, now ended.
     collect_orphan_jobs(*objs);
+    // Loading the objects left megabytes of freed heap (libbpf's copy of the
+    // kernel's BTF): returned now, or every worker's fork copies its page
+    // tables and every worker's exit tears them down.
+    malloc_trim(0);
     const bool own_socket = !socket_activated();
     auto listener = listen_socket(opts);
     if (!listener) return error(listener.error());
     fmt::print(stderr, "confine: daemon serving {} (ceiling {}, at most {} jobs per caller)\n", opts.socket,
                opts.ceiling, cfg->max_jobs);
+    // Each worker, forked from here, looks its caller up (getpwuid,
+    // getgrouplist, getgrnam): with the NSS modules loaded once now, none
+    // loads them again, a dlopen and its relocations each time.
+    if (const passwd* pw = getpwuid(0)) {
+        gid_t groups[16];
+        int n = 16;
+        (void)getgrouplist(pw->pw_name, pw->pw_gid, groups, &n);
+    }
+    (void)getgrnam("tty");
     Daemon d(opts, *cfg, *ceiling, *objs, std::move(*listener));
     auto served = d.serve_until_stopped();
     if (own_socket) unlink(opts.socket.c_str());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -120,8 +121,12 @@ Result<void> send(int sock, Type type, std::string_view payload, const std::vect
 }
 
 Result<std::optional<Message>> receive(int sock) {
-    std::string buf(kMaxRequest + 2, '\0');
-    iovec iov{buf.data(), buf.size()};
+    // Not zeroed: the kernel writes the n bytes it reads. Zeroing all of it,
+    // and faulting in each of its pages, cost every job started through the
+    // daemon some 0.7 ms (icount), in its worker and in its client.
+    constexpr size_t kRoom = kMaxRequest + 2;
+    std::unique_ptr<char[]> buf(new char[kRoom]);
+    iovec iov{buf.get(), kRoom};
     msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
@@ -145,7 +150,7 @@ Result<std::optional<Message>> receive(int sock) {
         return fail(Error::msg(fmt::format("wire: a message of more than {} bytes or {} fds", kMaxRequest + 1,
                                            static_cast<int>(kRequestFds))));
     m.type = static_cast<Type>(buf[0]);
-    m.payload = buf.substr(1, static_cast<size_t>(n) - 1);
+    m.payload.assign(buf.get() + 1, static_cast<size_t>(n) - 1);
     return m;
 }
 
