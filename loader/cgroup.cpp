@@ -1,8 +1,10 @@
 #include "loader/cgroup.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@ namespace {
 
 // What [limits] needs: memory.max and memory.swap.max, pids.max, cpu.max.
 constexpr const char* kControllers[] = {"memory", "pids", "cpu"};
+constexpr const char* kUsualMount = "/sys/fs/cgroup";
 
 Result<void> write_file(const std::string& path, const std::string& value) {
     Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -64,12 +67,18 @@ bool has_children(const std::string& path) {
     return keyed_value(read_all(path + "/cgroup.stat"), "nr_descendants").value_or(1) != 0;  // unreadable: look
 }
 
-// From mountinfo rather than statfs() of /sys/fs/cgroup: hybrid systems
-// mount cgroup v2 at /sys/fs/cgroup/unified, beside v1 controllers. Read
-// once per process (a start asked three times).
+// Found once per process (a start asks three times). Usually at
+// /sys/fs/cgroup, with the hierarchy's root there: the root cgroup alone has
+// no cgroup.type. Otherwise from mountinfo, which costs every start more:
+// hybrid systems mount cgroup v2 at /sys/fs/cgroup/unified, beside v1
+// controllers.
 Result<std::string> cgroup2_mount() {
     static std::string found;
     if (!found.empty()) return found;
+    struct statfs fs {};
+    if (statfs(kUsualMount, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC &&
+        access((std::string(kUsualMount) + "/cgroup.type").c_str(), F_OK) != 0 && errno == ENOENT)
+        return found = kUsualMount;
     const std::string mountinfo = read_all("/proc/self/mountinfo");
     for (std::string_view line : split(mountinfo, "\n")) {
         // "36 25 0:31 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw"
