@@ -105,15 +105,20 @@ std::string without_comments(std::string_view text) {
     return out;
 }
 
+// Parsed once per process: the daemon parses it before it forks workers,
+// which start from its copy.
 Policy default_policy() {
-    auto p = parse(without_comments(kDefaultPolicy), "<default>");
-    if (!p) {
-        // A build whose own default doesn't parse must not run any job.
-        for (const auto& d : p.error()) fmt::print(stderr, "confine: {}\n", d.str());
-        fmt::print(stderr, "confine: the embedded default policy is invalid\n");
-        std::abort();
-    }
-    return std::move(*p);
+    static const Policy parsed = [] {
+        auto p = parse(without_comments(kDefaultPolicy), "<default>");
+        if (!p) {
+            // A build whose own default doesn't parse must not run any job.
+            for (const auto& d : p.error()) fmt::print(stderr, "confine: {}\n", d.str());
+            fmt::print(stderr, "confine: the embedded default policy is invalid\n");
+            std::abort();
+        }
+        return std::move(*p);
+    }();
+    return parsed;
 }
 
 }  // namespace confine::policy
