@@ -518,10 +518,26 @@ p("""## Notes
     default policy is parsed without its comments, which toml++ reads
     byte by byte like any other text (547 to 332 then). Before the files
     were local, the same trace read 3,457 for NSS and 2,548 for the
-    spawn: most of that was waiting on 9p. Through the daemon, its worker
-    skips the check and the objects, but the client is an exec of
-    confine too and the worker a fork of the daemon, so it is the slower
-    way to start a job (the table above). Earlier cuts: a job's end no
+    spawn: most of that was waiting on 9p. Of what is left, confine's own
+    process is about 2.4 ms: an exec like `true`'s, plus some 1,000 for
+    its size (relocating a PIE, faulting in 2 MB of text, and an exit
+    that unmaps 4.8 MB where `true`'s unmaps 1: 0.7 ms against 0.27 under
+    `perf`). Linked without PIE it started 0.28 ms sooner; it stays a PIE,
+    as the daemon's address space faces unprivileged clients. Dropping
+    its own libm saved nothing: `libnss_systemd` loads it anyway.
+  - *Start through the daemon*: the worker skips the kernel check and
+    the objects, but the client is an exec of confine too and the worker
+    a fork of the daemon. Profiled by process (`perf`, 6.12, icount), it
+    went from 12.2 to 10.6 ms: `wire::receive` zeroed a 128 KiB buffer, and
+    faulted in its pages, for each message in both the worker and the
+    client (0.7 ms a job); each worker loaded the NSS modules and parsed
+    the default policy, which the daemon now does once before it forks;
+    and a daemon that had loaded the objects kept libbpf's freed heap
+    (6 MB), whose page tables each fork copied (`malloc_trim` after the
+    load). What is left: the client, an exec of confine (2.5 ms under
+    `perf`); the worker's page faults (it faults in again the text the
+    daemon had mapped, as a fork copies no page-table entries of a file
+    mapping, and copies each heap page it writes) and its exit. Earlier cuts: a job's end no
     longer walks `job_keys`; one listing of the pin directory, one query
     per attach type, `cgroup.stat` before listing the proxies' cgroup,
     and batched policy entries (`BPF_MAP_UPDATE_BATCH` and
