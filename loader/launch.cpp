@@ -85,10 +85,11 @@ void private_mounts(const LaunchSpec& s, int report) {
 void drop_privileges(const LaunchSpec& s, int report) {
     // The bounding set first: it needs CAP_SETPCAP, which setuid takes away.
     auto fail = [&] { child_fail(report, Step::Privileges, errno); };
-    // EINVAL: past the kernel's last capability, as every one after it is.
+    // EINVAL: past the kernel's last capability, as every one after it is,
+    // if reading it says so too (an LSM could refuse the drop with EINVAL).
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
-            if (errno == EINVAL) break;
+            if (errno == EINVAL && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0 && errno == EINVAL) break;
             fail();
         }
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) fail();

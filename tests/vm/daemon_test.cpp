@@ -7,9 +7,12 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -47,15 +50,16 @@ protected:
     }
     void TearDown() override { stop_daemon(); }
 
-    // Starts the daemon with this ceiling and daemon.toml; the test user's
-    // group may connect.
-    void start_daemon(const std::string& config = "") {
+    // Starts the daemon with this ceiling and daemon.toml, through WRAPPER
+    // if given (setpriv and its options); the test user's group may connect.
+    void start_daemon(const std::string& config = "", std::vector<std::string> wrapper = {}) {
         std::ofstream(at("ceiling.toml")) << kCeiling;
         std::ofstream(at("daemon.toml")) << config;
-        daemon_.emplace(Process::start({.argv = {confine_bin(), "daemon", "--socket", socket_, "--ceiling",
-                                                 at("ceiling.toml"), "--config", at("daemon.toml"), "--group", kUser},
-                                        .env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-                                        .own_group = true}));
+        std::vector<std::string> argv = std::move(wrapper);
+        argv.insert(argv.end(), {confine_bin(), "daemon", "--socket", socket_, "--ceiling", at("ceiling.toml"),
+                                 "--config", at("daemon.toml"), "--group", kUser});
+        daemon_.emplace(
+            Process::start({.argv = argv, .env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, .own_group = true}));
         ASSERT_TRUE(wait_until([&] { return exists(socket_); }, 60)) << "the daemon never listened";
     }
     Result stop_daemon() {
@@ -107,6 +111,44 @@ TEST_F(DaemonTest, AClientGetsTheStatusOutputAndAuditLinesOfARunAsRoot) {
         EXPECT_NE(r->err.find("to-stderr"), std::string::npos) << r->describe();
         EXPECT_DENIAL(*r, "open_read", kUserHome, "ls");
     }
+}
+
+// Under systemd the daemon has the unit's CapabilityBoundingSet and nothing
+// more: a job must start, confined, with that alone. (The unit once lacked
+// CAP_SETPCAP, which the job's first process needs to empty its own
+// bounding set, and no job started.)
+TEST_F(DaemonTest, TheUnitsCapabilitiesAreEnoughToRunAJob) {
+    std::ifstream unit(std::string(SOURCE_DIR) + "/dist/systemd/confine.service");
+    std::vector<std::string> caps;
+    for (std::string line; std::getline(unit, line);) {
+        if (!line.starts_with("CapabilityBoundingSet=")) continue;
+        std::istringstream words(line.substr(line.find('=') + 1));
+        for (std::string cap; words >> cap;) {
+            std::transform(cap.begin(), cap.end(), cap.begin(), [](unsigned char c) { return std::tolower(c); });
+            caps.push_back(cap.substr(cap.find('_') + 1));  // setpriv's names: no cap_
+        }
+    }
+    ASSERT_FALSE(caps.empty()) << "no CapabilityBoundingSet in dist/systemd/confine.service";
+    auto bounding = [&](std::string_view without) {
+        std::string set = "-all";
+        for (const std::string& c : caps)
+            if (c != without) set += ",+" + c;
+        return std::vector<std::string>{"/usr/bin/setpriv", "--bounding-set", set, "--"};
+    };
+    const std::string cmd = fmt::format("ls {}; id -u", kUserHome);
+
+    // Control: one capability short, no job starts, so a missing one shows.
+    start_daemon("", bounding("setpcap"));
+    Result short_one = run(client(cmd));
+    EXPECT_NE(short_one.status, 0) << short_one.describe();
+    EXPECT_NE(short_one.err.find("Operation not permitted"), std::string::npos) << short_one.describe();
+    ASSERT_EQ(stop_daemon().status, 0);
+
+    start_daemon("", bounding(""));
+    Result r = run(client(cmd));
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(r.out, std::to_string(test_user().uid) + "\n") << r.describe();
+    EXPECT_DENIAL(r, "open_read", kUserHome, "ls");
 }
 
 TEST_F(DaemonTest, WithoutAnAuditLogTheLinesTakeStderrAndTheJobsStderrJoinsStdout) {
