@@ -12,6 +12,7 @@
 #include <chrono>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -67,11 +68,35 @@ bool has_children(const std::string& path) {
     return keyed_value(read_all(path + "/cgroup.stat"), "nr_descendants").value_or(1) != 0;  // unreadable: look
 }
 
+std::optional<std::string> cgroup2_root_in(std::string_view mountinfo) {
+    struct Mount {
+        std::string_view point;
+        bool cgroup2_root;
+    };
+    std::vector<Mount> mounts;
+    for (std::string_view line : split(mountinfo, "\n")) {
+        // "36 25 0:31 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw"
+        auto dash = line.find(" - ");
+        const std::vector<std::string_view> fields = split(line);  // id, parent, dev, root, mount point
+        if (dash == std::string_view::npos || fields.size() <= 4) continue;
+        mounts.push_back({fields[4], fields[3] == "/" && line.substr(dash + 3).starts_with("cgroup2 ")});
+    }
+    // Later lines are later mounts: one at the same point or above hides it.
+    auto hides = [](std::string_view over, std::string_view point) {
+        return over == point || over == "/" || (point.starts_with(over) && point[over.size()] == '/');
+    };
+    for (size_t i = 0; i < mounts.size(); i++)
+        if (mounts[i].cgroup2_root && std::none_of(mounts.begin() + static_cast<std::ptrdiff_t>(i) + 1, mounts.end(),
+                                                   [&](const Mount& m) { return hides(m.point, mounts[i].point); }))
+            return std::string(mounts[i].point);
+    return std::nullopt;
+}
+
 // Found once per process (a start asks three times). Usually at
 // /sys/fs/cgroup, with the hierarchy's root there: the root cgroup alone has
 // no cgroup.type. Otherwise from mountinfo, which costs every start more:
 // hybrid systems mount cgroup v2 at /sys/fs/cgroup/unified, beside v1
-// controllers.
+// controllers, and a cgroup namespace's root has a cgroup.type.
 Result<std::string> cgroup2_mount() {
     static std::string found;
     if (!found.empty()) return found;
@@ -79,14 +104,7 @@ Result<std::string> cgroup2_mount() {
     if (statfs(kUsualMount, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC &&
         access((std::string(kUsualMount) + "/cgroup.type").c_str(), F_OK) != 0 && errno == ENOENT)
         return found = kUsualMount;
-    const std::string mountinfo = read_all("/proc/self/mountinfo");
-    for (std::string_view line : split(mountinfo, "\n")) {
-        // "36 25 0:31 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw"
-        auto dash = line.find(" - ");
-        if (dash == std::string_view::npos || !line.substr(dash + 3).starts_with("cgroup2 ")) continue;
-        const std::vector<std::string_view> fields = split(line);  // id, parent, dev, root, mount point
-        if (fields.size() > 4 && fields[3] == "/") return found = std::string(fields[4]);
-    }
+    if (auto root = cgroup2_root_in(read_all("/proc/self/mountinfo"))) return found = *root;
     return fail(Error::msg("cgroup: no cgroup v2 hierarchy is mounted")
                     .hint("Mount it: mount -t cgroup2 none /sys/fs/cgroup (confine needs cgroup v2)"));
 }

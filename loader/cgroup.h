@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/error.h"
 #include "common/fd.h"
@@ -11,8 +13,12 @@
 
 namespace confine {
 
-// Mount point of the cgroup v2 hierarchy, from /proc/self/mountinfo.
+// Mount point of the cgroup v2 hierarchy's root, as this process sees it.
 Result<std::string> cgroup2_mount();
+
+// The mount point of the first cgroup v2 root in MOUNTINFO (the text of
+// /proc/self/mountinfo) that no later mount hides; none if there is none.
+std::optional<std::string> cgroup2_root_in(std::string_view mountinfo);
 
 // <cgroup2>/confine[/SUB], created if missing: where confine's cgroups live.
 // The memory, pids and cpu controllers are enabled down to it (where the
