@@ -515,8 +515,9 @@ p("""## Notes
     shares confine's memory until its exec (`CLONE_VM | CLONE_VFORK`,
     where `fs.suid_dumpable` isn't 1), which took the spawn from 2,271
     to 1,655 with the job's run, and the start from 9.5 to 8.8 ms. The
-    default policy is parsed without its comments, which toml++ reads
-    byte by byte like any other text (547 to 332 then). Before the files
+    default policy is parsed at build time (`policy/embed_default.cpp`),
+    so a job on it parses no TOML: 0.2 ms less a start (A/B of the two
+    builds in one boot, 4 rounds of 20). Before the files
     were local, the same trace read 3,457 for NSS and 2,548 for the
     spawn: most of that was waiting on 9p. Of what is left, confine's own
     process is about 2.4 ms: an exec like `true`'s, plus some 1,000 for
@@ -530,8 +531,8 @@ p("""## Notes
     a fork of the daemon. Profiled by process (`perf`, 6.12, icount), it
     went from 12.2 to 10.6 ms: `wire::receive` zeroed a 128 KiB buffer, and
     faulted in its pages, for each message in both the worker and the
-    client (0.7 ms a job); each worker loaded the NSS modules and parsed
-    the default policy, which the daemon now does once before it forks;
+    client (0.7 ms a job); each worker loaded the NSS modules, which the
+    daemon now does once before it forks, and parsed the default policy;
     and a daemon that had loaded the objects kept libbpf's freed heap
     (6 MB), whose page tables each fork copied (`malloc_trim` after the
     load). What is left: the client, an exec of confine (2.5 ms under

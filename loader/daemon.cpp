@@ -408,10 +408,8 @@ int daemon_main(const DaemonOptions& opts) {
     fmt::print(stderr, "confine: daemon serving {} (ceiling {}, at most {} jobs per caller)\n", opts.socket,
                opts.ceiling, cfg->max_jobs);
     // Each worker, forked from here, looks its caller up (getpwuid,
-    // getgrouplist, getgrnam) and most take the default policy: with the
-    // NSS modules loaded and the default parsed once now, none does either
-    // again (a dlopen and its relocations; a TOML parse).
-    (void)policy::default_policy();
+    // getgrouplist, getgrnam): with the NSS modules loaded once now, none
+    // loads them again (a dlopen and its relocations).
     if (const passwd* pw = getpwuid(0)) {
         gid_t groups[16];
         int n = 16;

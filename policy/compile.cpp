@@ -625,33 +625,4 @@ std::vector<FsTableEntry> fs_table(const Compiled& c) {
     return out;
 }
 
-const std::vector<std::pair<std::string_view, int>>& family_names() {
-    // AF_* numbers are kernel ABI (include/linux/socket.h).
-    static const std::vector<std::pair<std::string_view, int>> names = {
-        {"unix", AF_UNIX},
-        {"inet", AF_INET},
-        {"inet6", AF_INET6},
-        {"netlink", AF_NETLINK},
-        {"packet", AF_PACKET},
-        {"key", AF_KEY},
-        {"appletalk", AF_APPLETALK},
-        {"ax25", AF_AX25},
-        {"x25", AF_X25},
-        {"llc", AF_LLC},
-        {"can", AF_CAN},
-        {"tipc", AF_TIPC},
-        {"bluetooth", AF_BLUETOOTH},
-        {"rds", AF_RDS},
-        {"alg", AF_ALG},
-        {"nfc", AF_NFC},
-        {"vsock", AF_VSOCK},
-        {"kcm", AF_KCM},
-        {"qipcrtr", AF_QIPCRTR},
-        {"smc", AF_SMC},
-        {"xdp", AF_XDP},
-        {"mctp", 45},  // AF_MCTP: newer than glibc 2.36's headers
-    };
-    return names;
-}
-
 }  // namespace confine::policy

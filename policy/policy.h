@@ -20,6 +20,7 @@ enum class Mode { Enforce, Audit };
 struct Location {
     int line = 0;  // 1-based; 0 when unknown
     int col = 0;
+    bool operator==(const Location&) const = default;
 };
 
 // "FILE:LINE:COL: message", the format of `confine check`.
@@ -34,6 +35,7 @@ struct Diagnostic {
 struct PathRule {
     std::string path;
     Location where;
+    bool operator==(const PathRule&) const = default;
 };
 
 // A network destination: "tcp://127.0.0.1:3128", "udp://[::1]:53",
@@ -46,6 +48,7 @@ struct Endpoint {
     std::string name;                // Unix: path; UnixAbstract: name
     std::string text;                // as written, for messages
     Location where;
+    bool operator==(const Endpoint&) const = default;
 };
 
 // A [network] domains entry: "api.example.com", "*.example.com",
@@ -55,6 +58,7 @@ struct Domain {
     std::vector<uint16_t> ports;  // 80 and 443 unless the entry names one
     std::string text;             // as written, for messages
     Location where;
+    bool operator==(const Domain&) const = default;
 };
 
 // S in ASCII lowercase: how host names are compared.
@@ -76,31 +80,36 @@ struct Limit {
     Kind kind = Kind::Unset;
     double value = 0;  // Value: bytes, tasks or CPUs; Percent: of MemTotal or of the CPUs
     Location where;
+    bool operator==(const Limit&) const = default;
 };
 
 struct Policy {
     std::string source;  // file name, or "<default>"
     int version = 1;
     Mode mode = Mode::Enforce;
-    struct {
+    struct Fs {
         std::vector<PathRule> read, write, deny_write, deny;
         std::optional<std::vector<PathRule>> exec;  // absent: exec follows read
         // Work trees whose git metadata the account's own git will trust
         // later: compile() makes what git reads as config or code read-only.
         std::vector<PathRule> protect_git;
+        bool operator==(const Fs&) const = default;
     } fs;
-    struct {
+    struct Net {
         std::vector<Endpoint> connect, bind;
         std::vector<int> families;  // AF_* numbers granted beyond unix, inet, inet6
         std::vector<Domain> domains;
+        bool operator==(const Net&) const = default;
     } net;
     bool user_namespaces = false;
     std::vector<std::string> env_keep;
     std::vector<std::pair<std::string, std::string>> env_set;
-    struct {
+    struct Limits {
         Limit memory, swap, pids, cpu;
         uint64_t timeout_s = 0;  // wall clock; 0: none
+        bool operator==(const Limits&) const = default;
     } limits;
+    bool operator==(const Policy&) const = default;
 };
 
 // Every error found, not only the first.
@@ -113,12 +122,10 @@ Result<Policy> parse_file(const std::string& file);
 // `confine run --timeout` both read it.
 std::expected<uint64_t, std::string> parse_duration(std::string_view text);
 
-// The contract's embedded default policy.
+// The contract's embedded default policy (default.toml), and what it
+// parses to.
 std::string_view default_policy_text();
 Policy default_policy();
-// TEXT with each comment cut (what default_policy() parses); for TOML
-// without escaped quotes or multi-line strings.
-std::string without_comments(std::string_view text);
 
 // Values of the policy variables for one job.
 struct Vars {

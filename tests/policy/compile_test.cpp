@@ -88,17 +88,6 @@ protected:
     Vars vars_;
 };
 
-// default_policy() parses its text without the comments: the same policy.
-TEST_F(Compile, DefaultPolicysCommentsChangeNothing) {
-    fs::create_directories(at("/user/work/.git"));
-    auto full = parse(default_policy_text(), "<default>");
-    ASSERT_TRUE(full);
-    auto with = compile(*full, vars_), without = compile(default_policy(), vars_);
-    ASSERT_TRUE(with && without);
-    EXPECT_EQ(render(*without), render(*with));
-    EXPECT_EQ(fs_table(*without), fs_table(*with));
-}
-
 TEST_F(Compile, DefaultPolicyCompiles) {
     fs::create_directories(at("/user/work/.git"));
     auto c = compile(default_policy(), vars_);
