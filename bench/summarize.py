@@ -500,17 +500,20 @@ p("""## Notes
     cgroup from a `sock_addr` program. What is left is `connect4`'s
     socket-table lookup and six programs' dispatch.
   - *Start*: `confine run --user U -- true` timed phase by phase under
-    icount, with its files local (6.12, mean of 20 runs, µs): the
-    policy's TOML 465, the user look-up through NSS 1,186 (glibc tries
-    nscd's socket, then loads `libnss_systemd`, which tries systemd's
-    userdb; the baseline pays as much for its own), the kernel check 195,
-    the pinned objects 560, orphaned proxies 73, the private directories
-    53, compiling the policy 531 (about half of it `realpath`'s
-    `readlink`s), the ring, audit log and cgroup 339, the limits 86, the
-    policy's map entries 366, the spawn until the job's exec 1,569 (the
-    clone with its mount and IPC namespaces, the private /dev/pts and
-    /dev/shm, dropping privileges, the exec), the job's run 86, the
-    cgroup's removal 236 and confine's exit 225; exec, the dynamic loader
+    icount, with its files local (6.12, mean of 20 runs, µs, at
+    `c8be4c5`): the options and the default policy 103 (465 when it was
+    parsed at each start), the user look-up through NSS 1,245 (glibc
+    tries nscd's socket, then loads `libnss_systemd`, which tries
+    systemd's userdb; the baseline pays as much for its own), the kernel
+    check 75, the pinned objects 666, orphaned proxies 70, the private
+    directories 54, compiling the policy 532 (54 `readlink`s by
+    `realpath`), the ring, audit log and cgroup 325, the limits 86, the
+    policy's map entries 393, the spawn until the job's exec 1,625 (the
+    clone with its mount and IPC namespaces 178, the private /dev/pts and
+    /dev/shm 97, dropping privileges 99, the exec), the job's run 80, the
+    cgroup's removal 230 and confine's exit 208. A phase's figure moves
+    with what an earlier one first touched: without the parse, the heap
+    pages it had faulted in are faulted in later. Exec, the dynamic loader
     and exit cost about 1,000 more than `true`'s. The job's first process
     shares confine's memory until its exec (`CLONE_VM | CLONE_VFORK`,
     where `fs.suid_dumpable` isn't 1), which took the spawn from 2,271
