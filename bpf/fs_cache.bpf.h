@@ -234,6 +234,16 @@ static __always_inline bool file_cached(struct file *file, __u64 cgid, __u32 nee
     return fs->c && cache_has(fs->c, cgid, fs->tag, need);
 }
 
+/* Whether directory `inode` (a BTF pointer) is case-insensitive: then a
+ * name no rule has may still be one a rule has in another case, and a
+ * slot's CACHE_UNNAMED_WRITE serves none of its entries (the walk decides;
+ * see case_matters). It was empty when it became so, but may have had
+ * that slot already. */
+static __always_inline bool folds_names(struct inode *inode)
+{
+    return inode && (inode->i_flags & S_CASEFOLD);
+}
+
 /* What a directory's slot `v` says of its entries', where its
  * CACHE_*_WRITE covers them: the directory's access, which the rule
  * deciding both grants (listing follows read; LIST alone is an exact
@@ -281,7 +291,7 @@ static __always_inline __u64 inherited(struct confine_job *job, __u64 cgid, __u6
     if (v & CACHE_ENTRY_WRITE) {
         if (levels)
             bits |= CACHE_ENTRY_WRITE | (levels - (1u << FS_LEVELS_SHIFT));
-    } else if (!(v & CACHE_UNNAMED_WRITE) || named(job, cgid, dentry)) {
+    } else if (!(v & CACHE_UNNAMED_WRITE) || folds_names(parent->d_inode) || named(job, cgid, dentry)) {
         return 0;
     }
     return tag_ctx(cgid) == ctx ? bits : 0;
@@ -397,7 +407,7 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
      * refuse. */
     if (c && dentry->d_name.len <= NAME_MAX) {
         if (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
-            (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !named(job, cgid, dentry)))
+            (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !folds_names(inode) && !named(job, cgid, dentry)))
             return ALLOW;
         v = inherited(job, cgid, ctx, dir->dentry, dir->mnt);
         if (v & CACHE_ENTRY_WRITE) {

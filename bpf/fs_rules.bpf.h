@@ -117,6 +117,41 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid, bool 
     return bits;
 }
 
+/* Whether the decision on resolved path R may hang on the case of its
+ * names: some of them lie in a case-insensitive directory (R->ci_end),
+ * and a rule lies below the topmost such directory. Rules name paths
+ * byte for byte, but there `.GIT/CONFIG` is `.git/config` to every later
+ * lookup, and a dentry may carry either spelling. Unicode's folding (and
+ * its normalization) is beyond a BPF program: such a path is refused
+ * (CONFINE_REASON_CASEFOLD). Below a case-insensitive directory that no
+ * rule lies below, every name is decided alike, whatever its case. */
+static __always_inline bool case_matters(const struct resolved *r, __u64 cgid)
+{
+    struct confine_fs_key *k = &r->s->key;
+    __u32 klen, *access;
+
+    if (r->ci_end >= CONFINE_PATH_MAX)
+        return false;
+    /* The directory's path, and a '/' ("/" for the root). A rule below it
+     * would be longer than the longest rule. */
+    klen = r->ci_end - r->off;
+    if (klen + 1 > CONFINE_RULE_PATH_MAX)
+        return false;
+    bound(klen);
+    if (klen >= CONFINE_RULE_PATH_MAX)
+        return false;
+    if (klen)
+        bpf_probe_read_kernel(k->path, klen, &r->s->buf[r->off]);
+    k->path[klen++] = '/';
+    k->prefixlen = confine_fs_prefixlen(klen);
+    k->cgroup_id_lo = (__u32)cgid;
+    k->cgroup_id_hi = cgid >> 32;
+    access = bpf_map_lookup_elem(&fs_rules, k);
+    /* The rules below a directory make it an entry (their ancestor), and
+     * not a leaf. */
+    return access && confine_fs_value_path_bytes(*access) == klen && !(*access & CONFINE_FS_LEAF);
+}
+
 /* Synthesized with CONFINE_FS_ALIKE by decide_path, never stored in a rule:
  * how many levels of directories below the directory whose names are
  * alike a walk would still resolve, with room for any name at each (up to
@@ -160,6 +195,8 @@ static __always_inline int decide_path(struct confine_job *job, __u64 cgid, stru
     *bits = 0;
     if (!resolve(dentry, mnt, &r))
         return refuse(job, cgid, op);
+    if (r.reason == CONFINE_REASON_POLICY && case_matters(&r, cgid))
+        r.reason = CONFINE_REASON_CASEFOLD;
     if (r.reason == CONFINE_REASON_POLICY) {
         *bits = granted(&r, cgid, below);
         if (*bits & CONFINE_FS_ALIKE)

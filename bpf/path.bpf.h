@@ -17,6 +17,8 @@
 #define MNT_INTERNAL    0x4000
 #define MNT_NS_INTERNAL ((void *)-22L) /* ERR_PTR(-EINVAL) */
 #define NAME_MAX        255
+/* From include/linux/fs.h, unchanged from 6.1 to 7.2: IS_CASEFOLDED. */
+#define S_CASEFOLD (1 << 15)
 /* From include/uapi/linux/stat.h. */
 #define S_IFMT  00170000
 #define S_IFCHR 0020000
@@ -100,6 +102,11 @@ static __always_inline bool kernel_override(struct task_struct *task)
 
 /* ---- the walk ------------------------------------------------------------ */
 
+/* Always 0, but a writable global, so the verifier can't know it: state a
+ * bpf_loop callback carries from one iteration to the next starts from it
+ * (resolve, sb_mounts_in; docs/design.md "Kernel facts"). */
+volatile __u32 opaque_zero;
+
 enum step_status { STEP_MORE = 0, STEP_DONE, STEP_TOO_LONG, STEP_OUTSIDE_ROOT };
 
 struct walk {
@@ -111,7 +118,28 @@ struct walk {
     int off;
     int status;
     __u32 name_len; /* the path's last component's */
+    bool ci_fs;     /* the mount's filesystem can fold case */
+    int ci_end;     /* where the first name below the topmost case-folding directory begins */
 };
+
+/* Whether the filesystem of `m` can have case-insensitive directories
+ * (ext4, f2fs and, since 6.13, tmpfs with casefold): it has an encoding.
+ * Without CONFIG_UNICODE neither the field nor such directories exist. */
+static __always_inline bool folds_case(struct mount *m)
+{
+    if (!bpf_core_field_exists(struct super_block, s_encoding))
+        return false;
+    return BPF_CORE_READ(m, mnt.mnt_sb, s_encoding) != NULL;
+}
+
+/* Notes that names below `d`, a directory of the walk, fold case: the
+ * name prepended last begins at w->off. Walking up, the topmost such
+ * directory is noted last. */
+static __always_inline void note_casefold(struct walk *w, struct dentry *d)
+{
+    if (w->ci_fs && (BPF_CORE_READ(d, d_inode, i_flags) & S_CASEFOLD))
+        w->ci_end = w->off;
+}
 
 /* A dentry's parent and name. Every bpf_probe_read_kernel is a helper call,
  * and the walk makes them per component: d_parent and d_name are neighbours
@@ -150,6 +178,7 @@ static long walk_step(__u32 i, void *arg)
      * reaches it: a job runs in a copy of its starter's mount namespace,
      * and a unix socket bound out there, or an fd opened there, carries
      * the starter's mount of that same root. */
+    note_casefold(w, d);
     if (d == w->root_dentry) {
         w->status = STEP_DONE;
         return 1;
@@ -165,6 +194,7 @@ static long walk_step(__u32 i, void *arg)
         w->dentry = BPF_CORE_READ(m, mnt_mountpoint);
         w->mnt = up;
         w->mnt_root = BPF_CORE_READ(up, mnt.mnt_root);
+        w->ci_fs = folds_case(up);
         return 0;
     }
     dentry_up(d, &parent, &name, &len);
@@ -197,6 +227,7 @@ struct resolved {
     __u32 off;
     __u32 name_len; /* bytes of the last component; 0 for "/" */
     __u32 steps;    /* the walk's iterations: components, mount crossings, the root */
+    __u32 ci_end;   /* CONFINE_PATH_MAX, or where the names that fold case begin (walk.ci_end) */
     __u8 reason;    /* enum confine_reason; POLICY means the path is complete */
 };
 
@@ -216,6 +247,12 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
     w.root_dentry = BPF_CORE_READ(task->fs, root.dentry);
     w.s = s;
     w.off = CONFINE_PATH_MAX;
+    w.ci_fs = folds_case(w.mnt);
+    /* 6.1's verifier models one iteration of the loop, in which ci_end can
+     * only stay CONFINE_PATH_MAX (the target itself is the first name):
+     * from a constant start it would find the case check after the loop
+     * dead and drop it. */
+    w.ci_end = CONFINE_PATH_MAX + opaque_zero;
     s->buf[CONFINE_PATH_MAX] = '\0';
     r->steps = bpf_loop(CONFINE_PATH_DEPTH, walk_step, &w, 0);
 
@@ -224,6 +261,7 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
     r->s = s;
     r->off = w.off & (CONFINE_PATH_MAX - 1);
     r->name_len = w.name_len;
+    r->ci_end = w.ci_end;
     switch (w.status) {
     case STEP_DONE:
         r->reason = CONFINE_REASON_POLICY;

@@ -5,7 +5,7 @@
 #ifndef CONFINE_BPF_SB_MOUNTS_H
 #define CONFINE_BPF_SB_MOUNTS_H
 
-#include "bpf/common.bpf.h"
+#include "bpf/path.bpf.h"
 
 #define MAX_SB_MOUNTS 4    /* mounts of one filesystem we decide through */
 #define MAX_SB_LIST   4096 /* mounts of one filesystem, all namespaces, we look at */
@@ -56,10 +56,6 @@ struct sb_walk {
     __u32 n;
     bool overflow;
 };
-
-/* Always 0, but a writable global, so the verifier can't know it: see
- * sb_mounts_in. */
-volatile __u32 opaque_zero;
 
 static long sb_step(__u32 i, void *arg)
 {

@@ -31,8 +31,9 @@ VMTEST_BUSYBOX=${CONFINE_VMTEST_BUSYBOX:-/bin/busybox}
 # veth; the cache is rebuilt on the next run when this list changes.
 # veth: far hosts in network namespaces; sctp: the tests that show SCTP's
 # own connect paths are refused (a guest can't autoload a module); fuse
-# (built in from 6.12): names longer than NAME_MAX.
-VMTEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay veth sctp fuse)
+# (built in from 6.12): names longer than NAME_MAX; ext4 and loop: a
+# case-insensitive directory (ext4 casefold) on every kernel.
+VMTEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay veth sctp fuse ext4 loop)
 
 VMTEST_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 

@@ -249,6 +249,123 @@ TEST_F(GitTest, AJobCannotCreateDotGitWhereThereIsNone) {
     controls(vectors, [](const std::string&) { return "true"; });
 }
 
+// A case-insensitive filesystem (ext4 with casefold) mounted at DIR for a
+// test's duration; error() says why it could not be, "" once it is.
+class CaseFoldingFs {
+public:
+    explicit CaseFoldingFs(std::string dir) : dir_(std::move(dir)) {
+        Process p = Process::start(
+            {.argv = {"/bin/sh", "-c",
+                      fmt::format("set -e; truncate -s 32M {0}.img; mkfs.ext4 -q -O casefold -E encoding=utf8 {0}.img; "
+                                  "mkdir -p {0}; mount -o loop {0}.img {0}; chmod 755 {0}",
+                                  dir_)}});
+        Result r = p.wait();
+        if (r.status != 0) error_ = r.describe();
+    }
+    ~CaseFoldingFs() {
+        Process::start({.argv = {"/bin/umount", "-l", dir_}}).wait();
+        fs::remove(dir_ + ".img");
+    }
+    CaseFoldingFs(const CaseFoldingFs&) = delete;
+    CaseFoldingFs& operator=(const CaseFoldingFs&) = delete;
+    const std::string& error() const { return error_; }
+
+private:
+    std::string dir_, error_;
+};
+
+// Where a directory folds case (chattr +F), `.git/COMMONDIR` is the file
+// the account's git reads as `.git/commondir`, and `.GIT` its `.git`. The
+// rules name paths byte for byte, and a kernel's Unicode folding is beyond
+// them: below a case-insensitive directory that rules lie below (the work
+// tree, under protect_git), every access is refused, reason `casefold`.
+// Below one that no rule lies below, names are decided alike, whatever
+// their case: a job's own case-insensitive directory works.
+TEST_F(GitTest, CaseVariantsOfProtectedNamesAreRefusedWhereNamesFoldCase) {
+    const std::string ci = at("ci");
+    CaseFoldingFs mounted(ci);
+    ASSERT_EQ(mounted.error(), "") << "making a case-insensitive filesystem failed";
+    const std::string w = ci + "/w", bare = ci + "/bare", plain = ci + "/plain";
+    const std::vector<Vector> vectors = {
+        {"COMMONDIR",
+         "cp -r .git evil-common && printf " + fsmonitor("commondir") +
+             " >> evil-common/config && echo ../evil-common > .git/COMMONDIR",
+         ran_by_status("commondir"), "commondir", "", "", ""},
+        {"ALTERNATES", fmt::format("echo {}/.git/objects > .git/objects/info/ALTERNATES", shared("src")),
+         fmt::format("git cat-file -e {} 2>/dev/null && echo alternates", only_upstream_), "alternates", "", "", ""},
+    };
+    const Vector dotgit{"GIT",
+                        fmt::format("{} init -q evil && printf {} >> evil/.git/config && cp -r evil/.git .GIT", kJobGit,
+                                    fsmonitor("dotgit")),
+                        ran_by_status("dotgit"),
+                        "dotgit",
+                        "",
+                        "",
+                        ""};
+    // The controls: each in a case-insensitive copy, unconfined.
+    for (size_t i = 0; i <= vectors.size(); ++i) {
+        const Vector& v = i < vectors.size() ? vectors[i] : dotgit;
+        const std::string dir = fmt::format("{}/control-{}", ci, i);
+        make_dir(dir);
+        ASSERT_EQ(run_root("chattr +F " + dir).status, 0);
+        Result c = run_unconfined(fmt::format("set -e; cd {}; {}; ( {} ); set +e; {}", dir,
+                                              &v == &dotgit ? "true" : checkout_cmd(), v.plant, v.check));
+        EXPECT_EQ(c.out, v.token + "\n") << v.name << ": planted without confine, the account's git did not run it\n"
+                                         << c.describe();
+    }
+
+    for (const std::string& d : {w, bare}) {
+        make_dir(d);
+        ASSERT_EQ(run_root("chattr +F " + d).status, 0);
+    }
+    ASSERT_EQ(run_unconfined(fmt::format("cd {} && {}", w, checkout_cmd())).status, 0);
+    // Each vector's write itself, and a read of the work tree.
+    Result r = run({.workdir = w,
+                    .argv = {"/bin/sh", "-c",
+                             "echo ../evil > .git/COMMONDIR; echo /x > .git/objects/info/ALTERNATES; "
+                             "cat README >/dev/null || echo refused"}});
+    EXPECT_EQ(r.out, "refused\n") << r.describe();
+    for (auto [op, target] : {std::pair{"create", "/.git/COMMONDIR"},
+                              {"create", "/.git/objects/info/ALTERNATES"},
+                              {"open_read", "/README"}}) {
+        const AuditLine* l = find_line(r, op, w + target);
+        ASSERT_NE(l, nullptr) << target << "\n" << r.describe();
+        EXPECT_EQ(l->str("reason"), "casefold") << l->raw;
+        EXPECT_EQ(l->str("verdict"), "deny") << l->raw;
+    }
+    for (const char* rel : {"/.git/commondir", "/.git/objects/info/alternates"})
+        EXPECT_FALSE(exists(w + rel)) << rel << "\n" << r.describe();
+
+    Result rb = run({.workdir = bare, .argv = {"/bin/sh", "-c", "mkdir .GIT || echo refused"}});
+    EXPECT_EQ(rb.out, "refused\n") << rb.describe();
+    const AuditLine* l = find_line(rb, "mkdir", bare + "/.GIT");
+    ASSERT_NE(l, nullptr) << rb.describe();
+    EXPECT_EQ(l->str("reason"), "casefold") << l->raw;
+
+    // A work tree that a job makes case-insensitive itself (it must be
+    // empty), after a create that let its directory's cache slot allow
+    // every name no rule has.
+    const std::string self = ci + "/self", self_control = ci + "/self-control";
+    const std::string fold_then_plant = "touch a && rm a && chattr +F . && mkdir .GIT";
+    for (const std::string& d : {self, self_control}) make_dir(d);
+    Result sc = run_unconfined(fmt::format("cd {} && {} && echo made", self_control, fold_then_plant));
+    EXPECT_EQ(sc.out, "made\n") << sc.describe();
+    Result rs = run({.workdir = self, .argv = {"/bin/sh", "-c", fold_then_plant + " || echo refused"}});
+    EXPECT_EQ(rs.out, "refused\n") << rs.describe();
+    l = find_line(rs, "mkdir", self + "/.GIT");
+    ASSERT_NE(l, nullptr) << rs.describe();
+    EXPECT_EQ(l->str("reason"), "casefold") << l->raw;
+
+    // A case-insensitive directory of the job's own, in a work tree that
+    // isn't: no rule lies below it.
+    make_dir(plain);
+    Result own = run({.workdir = plain,
+                      .argv = {"/bin/sh", "-c", "mkdir own && chattr +F own && echo x > own/Name && cat own/NAME"}});
+    EXPECT_EQ(own.status, 0) << own.describe();
+    EXPECT_EQ(own.out, "x\n") << own.describe();
+    EXPECT_TRUE(own.audit.empty()) << own.describe();
+}
+
 // A linked worktree (`git worktree add`): .git is a file naming the
 // per-worktree git directory in the main repository, whose commondir names
 // the main .git. protect_git follows both. The runner lets the job write the
