@@ -56,8 +56,8 @@ enum confine_op {
     X(OWNER_IN_USER_MEMORY, "owner_in_user_memory") /* a file owner passed by pointer */                     \
     X(MAP_FULL, "map_full")                         /* a map that must remember the object is full */        \
     X(SOURCE_ROUTE, "source_route")                 /* routing packets via another address first */          \
-    X(NOTHING_LISTENING, "nothing_listening")       /* audit mode: enforce would answer ECONNREFUSED */ \
-    X(CASEFOLD, "casefold") /* below a case-insensitive directory that rules lie below: names may differ */
+    X(NOTHING_LISTENING, "nothing_listening")       /* audit mode: enforce would answer ECONNREFUSED */      \
+    X(CASEFOLD, "casefold")                         /* a name's case may decide: see case_matters */
 
 enum confine_reason {
     CONFINE_REASON_POLICY = 0, /* the job's rules decided */

@@ -132,11 +132,9 @@ static __always_inline bool case_matters(const struct resolved *r, __u64 cgid)
 
     if (r->ci_end >= CONFINE_PATH_MAX)
         return false;
-    /* The directory's path, and a '/' ("/" for the root). A rule below it
-     * would be longer than the longest rule. */
+    /* The directory's path, and a '/' ("/" for the root). Where that is
+     * longer than the longest rule, no rule lies below. */
     klen = r->ci_end - r->off;
-    if (klen + 1 > CONFINE_RULE_PATH_MAX)
-        return false;
     bound(klen);
     if (klen >= CONFINE_RULE_PATH_MAX)
         return false;
