@@ -336,6 +336,21 @@ TEST_F(GitTest, CaseVariantsOfProtectedNamesAreRefusedWhereNamesFoldCase) {
     for (const char* rel : {"/.git/commondir", "/.git/objects/info/alternates"})
         EXPECT_FALSE(exists(w + rel)) << rel << "\n" << r.describe();
 
+    // A dentry spelled unlike the rule (here the name on disk; a lookup in
+    // another case after the dentry was evicted does the same): times,
+    // xattrs and ACLs are decided through each mount of the filesystem,
+    // and must take no name's case as final either.
+    ASSERT_EQ(run_unconfined(fmt::format("cd {} && mv .git/hooks .git/h && mv .git/h .git/HOOKS", w)).status, 0);
+    const std::string touch_hooks = "touch -c -d @1000000000 .git/hooks";
+    Result tc = run_unconfined(
+        fmt::format("cd {}/control-0 && mv .git/hooks .git/h && mv .git/h .git/HOOKS && {}", ci, touch_hooks));
+    EXPECT_EQ(tc.status, 0) << tc.describe();
+    Result rt = run({.workdir = w, .argv = {"/bin/sh", "-c", touch_hooks + " || echo refused"}});
+    EXPECT_EQ(rt.out, "refused\n") << rt.describe();
+    const AuditLine* t = find_line(rt, "setattr", w + "/.git/HOOKS");
+    ASSERT_NE(t, nullptr) << rt.describe();
+    EXPECT_EQ(t->str("reason"), "casefold") << t->raw;
+
     Result rb = run({.workdir = bare, .argv = {"/bin/sh", "-c", "mkdir .GIT || echo refused"}});
     EXPECT_EQ(rb.out, "refused\n") << rb.describe();
     const AuditLine* l = find_line(rb, "mkdir", bare + "/.GIT");
