@@ -464,11 +464,8 @@ static long mount_allows_step(__u32 i, void *arg)
     if (i >= m->w.n || !resolve(m->dentry, m->w.found[i & (MAX_SB_MOUNTS - 1)], &r))
         return 1;
     /* A mount under another root (a layer the job can't name) grants and
-     * denies nothing; a reachable one must allow the write, by a rule no
-     * name's case may have dodged (else check_path refuses, casefold). */
-    ok = r.reason == CONFINE_REASON_OUTSIDE_ROOT ||
-         (r.reason == CONFINE_REASON_POLICY && !case_matters(&r, m->cgid) &&
-          (granted(&r, m->cgid, false) & CONFINE_FS_WRITE));
+     * denies nothing; a reachable one must allow the write. */
+    ok = r.reason == CONFINE_REASON_OUTSIDE_ROOT || (rule_bits(&r, m->cgid, false) & CONFINE_FS_WRITE);
     scratch_release(r.s);
     return !ok;
 }

@@ -180,10 +180,29 @@ static __always_inline __u32 levels_below(const struct resolved *r, bool below)
     return levels << FS_LEVELS_SHIFT;
 }
 
+/* What the job's rules grant resolved path R (granted, with levels_below
+ * where names are alike), the one way from a resolved path to access bits.
+ * Nothing where the walk decided already (R->reason), or where a name's
+ * case may decide (case_matters), which sets R->reason to say so. */
+static __always_inline __u32 rule_bits(struct resolved *r, __u64 cgid, bool below)
+{
+    __u32 bits;
+
+    if (r->reason != CONFINE_REASON_POLICY)
+        return 0;
+    if (case_matters(r, cgid)) {
+        r->reason = CONFINE_REASON_CASEFOLD;
+        return 0;
+    }
+    bits = granted(r, cgid, below);
+    if (bits & CONFINE_FS_ALIKE)
+        bits |= levels_below(r, below);
+    return bits;
+}
+
 /* Decides an access needing `need` (CONFINE_FS_*) to the file at
- * (dentry, mnt), reporting a refusal as `op`. Sets *bits to what the rules
- * grant the path (granted, with levels_below where names are alike), or 0
- * if the walk failed closed. */
+ * (dentry, mnt), reporting a refusal as `op`. Sets *bits to rule_bits, or
+ * 0 if the walk failed closed. */
 static __always_inline int decide_path(struct confine_job *job, __u64 cgid, struct dentry *dentry,
                                        struct vfsmount *mnt, __u16 op, __u32 need, bool below, __u32 *bits)
 {
@@ -193,16 +212,10 @@ static __always_inline int decide_path(struct confine_job *job, __u64 cgid, stru
     *bits = 0;
     if (!resolve(dentry, mnt, &r))
         return refuse(job, cgid, op);
-    if (r.reason == CONFINE_REASON_POLICY && case_matters(&r, cgid))
-        r.reason = CONFINE_REASON_CASEFOLD;
-    if (r.reason == CONFINE_REASON_POLICY) {
-        *bits = granted(&r, cgid, below);
-        if (*bits & CONFINE_FS_ALIKE)
-            *bits |= levels_below(&r, below);
-        if ((*bits & need) == need) {
-            scratch_release(r.s);
-            return ALLOW;
-        }
+    *bits = rule_bits(&r, cgid, below);
+    if (r.reason == CONFINE_REASON_POLICY && (*bits & need) == need) {
+        scratch_release(r.s);
+        return ALLOW;
     }
     ret = verdict(job);
     report_resolved(job, cgid, op, r.reason, &r, CONFINE_TARGET_PATH);
