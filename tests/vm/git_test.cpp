@@ -286,25 +286,25 @@ TEST_F(GitTest, CaseVariantsOfProtectedNamesAreRefusedWhereNamesFoldCase) {
     CaseFoldingFs mounted(ci);
     ASSERT_EQ(mounted.error(), "") << "making a case-insensitive filesystem failed";
     const std::string w = ci + "/w", bare = ci + "/bare", plain = ci + "/plain";
-    const std::vector<Vector> vectors = {
+    // What each plants, and how the account's git shows it ran (token).
+    struct Plant {
+        std::string name, plant, check, token;
+    };
+    const std::vector<Plant> plants = {
         {"COMMONDIR",
          "cp -r .git evil-common && printf " + fsmonitor("commondir") +
              " >> evil-common/config && echo ../evil-common > .git/COMMONDIR",
-         ran_by_status("commondir"), "commondir", "", "", ""},
+         ran_by_status("commondir"), "commondir"},
         {"ALTERNATES", fmt::format("echo {}/.git/objects > .git/objects/info/ALTERNATES", shared("src")),
-         fmt::format("git cat-file -e {} 2>/dev/null && echo alternates", only_upstream_), "alternates", "", "", ""},
+         fmt::format("git cat-file -e {} 2>/dev/null && echo alternates", only_upstream_), "alternates"},
     };
-    const Vector dotgit{"GIT",
-                        fmt::format("{} init -q evil && printf {} >> evil/.git/config && cp -r evil/.git .GIT", kJobGit,
-                                    fsmonitor("dotgit")),
-                        ran_by_status("dotgit"),
-                        "dotgit",
-                        "",
-                        "",
-                        ""};
+    const Plant dotgit{"GIT",
+                       fmt::format("{} init -q evil && printf {} >> evil/.git/config && cp -r evil/.git .GIT", kJobGit,
+                                   fsmonitor("dotgit")),
+                       ran_by_status("dotgit"), "dotgit"};
     // The controls: each in a case-insensitive copy, unconfined.
-    for (size_t i = 0; i <= vectors.size(); ++i) {
-        const Vector& v = i < vectors.size() ? vectors[i] : dotgit;
+    for (size_t i = 0; i <= plants.size(); ++i) {
+        const Plant& v = i < plants.size() ? plants[i] : dotgit;
         const std::string dir = fmt::format("{}/control-{}", ci, i);
         make_dir(dir);
         ASSERT_EQ(run_root("chattr +F " + dir).status, 0);
