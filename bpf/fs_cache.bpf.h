@@ -234,14 +234,20 @@ static __always_inline bool file_cached(struct file *file, __u64 cgid, __u32 nee
     return fs->c && cache_has(fs->c, cgid, fs->tag, need);
 }
 
-/* Whether directory `inode` (a BTF pointer) is case-insensitive: then a
- * name no rule has may still be one a rule has in another case, and a
- * slot's CACHE_UNNAMED_WRITE serves none of its entries (the walk decides;
- * see case_matters). It was empty when it became so, but may have had
- * that slot already. */
+/* Whether a lookup in directory `inode` (a BTF pointer) may find an entry
+ * by a name other than its own (folding_of): then a name no rule has may
+ * still be one a rule has in another case, and a slot's
+ * CACHE_UNNAMED_WRITE serves none of its entries (the walk decides; see
+ * case_matters). A directory marked S_CASEFOLD was empty when it became
+ * so, but may have had that slot already. */
 static __always_inline bool folds_names(struct inode *inode)
 {
-    return inode && (inode->i_flags & S_CASEFOLD);
+    __u8 f;
+
+    if (!inode)
+        return false;
+    f = folding_of(inode->i_sb);
+    return f == FOLD_EVERY_DIR || (f == FOLD_MARKED_DIRS && (inode->i_flags & S_CASEFOLD));
 }
 
 /* What a directory's slot `v` says of its entries', where its

@@ -118,26 +118,48 @@ struct walk {
     int off;
     int status;
     __u32 name_len; /* the path's last component's */
-    bool ci_fs;     /* the mount's filesystem can fold case */
+    __u8 folding;   /* enum folding: of the mount's filesystem */
     int ci_end;     /* where the first name below the topmost case-folding directory begins */
 };
 
-/* Whether the filesystem of `m` can have case-insensitive directories
- * (ext4, f2fs and, since 6.13, tmpfs with casefold): it has an encoding.
- * Without CONFIG_UNICODE neither the field nor such directories exist. */
-static __always_inline bool folds_case(struct mount *m)
+/* Which directories of a filesystem may find an entry by a name other
+ * than its own bytes: the directories marked S_CASEFOLD, on a filesystem
+ * with an encoding (ext4, f2fs and, since 6.13, tmpfs with casefold);
+ * every directory, where the filesystem compares names its own way
+ * (d_compare in its default dentry operations: vfat, exfat, XFS made with
+ * ascii-ci, hfsplus, cifs with nocase, ntfs3 with nocase, jfs for OS/2).
+ * vfat also finds `.git` as `GIT~1`, and `config.` as `config`. */
+enum folding { FOLD_NONE, FOLD_MARKED_DIRS, FOLD_EVERY_DIR };
+
+/* 7.2 calls s_d_op __s_d_op: renamed by "new helper: set_default_d_op()"
+ * (Al Viro, 2025), so that filesystems set it through that helper. */
+struct super_block___d_op_renamed {
+    const struct dentry_operations *__s_d_op;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u8 folding_of(struct super_block *sb)
 {
-    if (!bpf_core_field_exists(struct super_block, s_encoding))
-        return false;
-    return BPF_CORE_READ(m, mnt.mnt_sb, s_encoding) != NULL;
+    struct super_block___d_op_renamed *renamed = (void *)sb;
+    const struct dentry_operations *ops;
+
+    /* Without CONFIG_UNICODE neither the field nor S_CASEFOLD exist. An
+     * encoding's filesystem has d_compare too, deciding by the directory. */
+    if (bpf_core_field_exists(struct super_block, s_encoding) && BPF_CORE_READ(sb, s_encoding))
+        return FOLD_MARKED_DIRS;
+    if (bpf_core_field_exists(renamed->__s_d_op))
+        ops = BPF_CORE_READ(renamed, __s_d_op);
+    else
+        ops = BPF_CORE_READ(sb, s_d_op);
+    return ops && BPF_CORE_READ(ops, d_compare) ? FOLD_EVERY_DIR : FOLD_NONE;
 }
 
-/* Notes that names below `d`, a directory of the walk, fold case: the
- * name prepended last begins at w->off. Walking up, the topmost such
- * directory is noted last. */
+/* Notes that names below `d`, a directory of the walk, fold (folding_of):
+ * the name prepended last begins at w->off. Walking up, the topmost such
+ * directory is noted last: where every directory folds, the mount's root. */
 static __always_inline void note_casefold(struct walk *w, struct dentry *d)
 {
-    if (w->ci_fs && (BPF_CORE_READ(d, d_inode, i_flags) & S_CASEFOLD))
+    if (w->folding == FOLD_EVERY_DIR ||
+        (w->folding == FOLD_MARKED_DIRS && (BPF_CORE_READ(d, d_inode, i_flags) & S_CASEFOLD)))
         w->ci_end = w->off;
 }
 
@@ -194,7 +216,7 @@ static long walk_step(__u32 i, void *arg)
         w->dentry = BPF_CORE_READ(m, mnt_mountpoint);
         w->mnt = up;
         w->mnt_root = BPF_CORE_READ(up, mnt.mnt_root);
-        w->ci_fs = folds_case(up);
+        w->folding = folding_of(BPF_CORE_READ(up, mnt.mnt_sb));
         return 0;
     }
     dentry_up(d, &parent, &name, &len);
@@ -247,7 +269,7 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
     w.root_dentry = BPF_CORE_READ(task->fs, root.dentry);
     w.s = s;
     w.off = CONFINE_PATH_MAX;
-    w.ci_fs = folds_case(w.mnt);
+    w.folding = folding_of(BPF_CORE_READ(mnt, mnt_sb));
     /* 6.1's verifier models one iteration of the loop, in which ci_end can
      * only stay CONFINE_PATH_MAX (the target itself is the first name):
      * from a constant start it would find the case check after the loop

@@ -249,25 +249,26 @@ TEST_F(GitTest, AJobCannotCreateDotGitWhereThereIsNone) {
     controls(vectors, [](const std::string&) { return "true"; });
 }
 
-// A case-insensitive filesystem (ext4 with casefold) mounted at DIR for a
-// test's duration; error() says why it could not be, "" once it is.
-class CaseFoldingFs {
+// A filesystem made by MKFS on a loop image and mounted at DIR with
+// OPTIONS for a test's duration; error() says why it could not be, "" once
+// it is.
+class LoopFs {
 public:
-    explicit CaseFoldingFs(std::string dir) : dir_(std::move(dir)) {
+    LoopFs(std::string dir, const std::string& mkfs, const std::string& options) : dir_(std::move(dir)) {
         Process p = Process::start(
             {.argv = {"/bin/sh", "-c",
-                      fmt::format("set -e; truncate -s 32M {0}.img; mkfs.ext4 -q -O casefold -E encoding=utf8 {0}.img; "
-                                  "mkdir -p {0}; mount -o loop {0}.img {0}; chmod 755 {0}",
-                                  dir_)}});
+                      fmt::format("set -e; truncate -s 32M {0}.img; {1} {0}.img >/dev/null; mkdir -p {0}; "
+                                  "mount -o loop{2} {0}.img {0}; chmod 755 {0}",
+                                  dir_, mkfs, options.empty() ? "" : "," + options)}});
         Result r = p.wait();
         if (r.status != 0) error_ = r.describe();
     }
-    ~CaseFoldingFs() {
+    ~LoopFs() {
         Process::start({.argv = {"/bin/umount", "-l", dir_}}).wait();
         fs::remove(dir_ + ".img");
     }
-    CaseFoldingFs(const CaseFoldingFs&) = delete;
-    CaseFoldingFs& operator=(const CaseFoldingFs&) = delete;
+    LoopFs(const LoopFs&) = delete;
+    LoopFs& operator=(const LoopFs&) = delete;
     const std::string& error() const { return error_; }
 
 private:
@@ -283,7 +284,7 @@ private:
 // their case: a job's own case-insensitive directory works.
 TEST_F(GitTest, CaseVariantsOfProtectedNamesAreRefusedWhereNamesFoldCase) {
     const std::string ci = at("ci");
-    CaseFoldingFs mounted(ci);
+    LoopFs mounted(ci, "mkfs.ext4 -q -O casefold -E encoding=utf8", "");
     ASSERT_EQ(mounted.error(), "") << "making a case-insensitive filesystem failed";
     const std::string w = ci + "/w", bare = ci + "/bare", plain = ci + "/plain";
     // What each plants, and how the account's git shows it ran (token).
@@ -376,6 +377,57 @@ TEST_F(GitTest, CaseVariantsOfProtectedNamesAreRefusedWhereNamesFoldCase) {
     make_dir(plain);
     Result own = run({.workdir = plain,
                       .argv = {"/bin/sh", "-c", "mkdir own && chattr +F own && echo x > own/Name && cat own/NAME"}});
+    EXPECT_EQ(own.status, 0) << own.describe();
+    EXPECT_EQ(own.out, "x\n") << own.describe();
+    EXPECT_TRUE(own.audit.empty()) << own.describe();
+}
+
+// vfat (like exfat, XFS made with ascii-ci, hfsplus, cifs with nocase)
+// folds names in every directory, with no encoding and no S_CASEFOLD:
+// it compares names its own way (d_compare), and also finds `.git` as
+// `GIT~1`. A work tree there is refused as one marked +F is (above).
+// Below such a mount that no rule lies below, names are decided alike.
+TEST_F(GitTest, ProtectedNamesAreRefusedOnFilesystemsThatFoldEveryName) {
+    const std::string kFatOptions = fmt::format("uid=$(id -u {0}),gid=$(id -g {0}),quiet", kUser);
+    const std::string fat = at("fat");
+    LoopFs mounted(fat, "mkfs.vfat", kFatOptions);
+    ASSERT_EQ(mounted.error(), "") << "making a vfat filesystem failed";
+    const std::string w = fat + "/w", control = fat + "/control";
+    const std::string repo =
+        "git init -q && echo hi > README && git add README && git -c user.email=a@b -c "
+        "user.name=a commit -qm init";
+    const std::string plant = "echo ../evil > .git/COMMONDIR; echo x >> GIT~1/config; cat README >/dev/null";
+    for (const std::string& d : {w, control}) {
+        Result made = run_unconfined(fmt::format("mkdir {0} && cd {0} && {1}", d, repo));
+        ASSERT_EQ(made.status, 0) << made.describe();
+    }
+    // The control: both names reach git's files, unconfined.
+    Result c = run_unconfined(fmt::format("cd {} && {} && cat .git/commondir && tail -1 .git/config", control, plant));
+    EXPECT_EQ(c.out, "../evil\nx\n") << c.describe();
+
+    const std::string config = read_file(w + "/.git/config");
+    Result r = run({.workdir = w, .argv = {"/bin/sh", "-c", plant + " || echo refused"}});
+    EXPECT_EQ(r.out, "refused\n") << r.describe();
+    // vfat names a directory found by its 8.3 alias by the dentry it has
+    // (`.git`), if cached: the write's line names either.
+    const AuditLine* alias = find_line(r, "open_write", w + "/GIT~1/config");
+    const AuditLine* by_name = find_line(r, "open_write", w + "/.git/config");
+    ASSERT_TRUE(alias || by_name) << r.describe();
+    for (const AuditLine* l : {find_line(r, "create", w + "/.git/COMMONDIR"), alias ? alias : by_name,
+                               find_line(r, "open_read", w + "/README")}) {
+        ASSERT_NE(l, nullptr) << r.describe();
+        EXPECT_EQ(l->str("reason"), "casefold") << l->raw;
+        EXPECT_EQ(l->str("verdict"), "deny") << l->raw;
+    }
+    EXPECT_FALSE(exists(w + "/.git/commondir")) << r.describe();
+    EXPECT_EQ(read_file(w + "/.git/config"), config);
+
+    // A vfat mounted in a work tree that isn't one: no rule lies below it.
+    const std::string plain = at("plain"), inner = plain + "/media";
+    make_dir(plain);
+    LoopFs inner_fs(inner, "mkfs.vfat", kFatOptions);
+    ASSERT_EQ(inner_fs.error(), "") << "making a vfat filesystem failed";
+    Result own = run({.workdir = plain, .argv = {"/bin/sh", "-c", "echo x > media/Name && cat media/NAME"}});
     EXPECT_EQ(own.status, 0) << own.describe();
     EXPECT_EQ(own.out, "x\n") << own.describe();
     EXPECT_TRUE(own.audit.empty()) << own.describe();
