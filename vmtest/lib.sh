@@ -33,8 +33,9 @@ VMTEST_BUSYBOX=${CONFINE_VMTEST_BUSYBOX:-/bin/busybox}
 # own connect paths are refused (a guest can't autoload a module); fuse
 # (built in from 6.12): names longer than NAME_MAX; ext4 and loop: a
 # case-insensitive directory (ext4 casefold) on every kernel; vfat and the
-# character sets it loads by default: a filesystem folding every name.
-VMTEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay veth sctp fuse ext4 loop vfat nls_cp437 nls_ascii)
+# character sets it loads by default: a filesystem folding every name; xfs:
+# one made case-insensitive (ascii-ci), which only its lookup shows.
+VMTEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay veth sctp fuse ext4 loop vfat nls_cp437 nls_ascii xfs)
 
 VMTEST_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 

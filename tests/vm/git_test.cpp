@@ -13,6 +13,7 @@
 // git costs about half a second per command under TCG: the controls run
 // side by side, each in its own copy of the checkout.
 #include <fmt/format.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -249,17 +250,18 @@ TEST_F(GitTest, AJobCannotCreateDotGitWhereThereIsNone) {
     controls(vectors, [](const std::string&) { return "true"; });
 }
 
-// A filesystem made by MKFS on a loop image and mounted at DIR with
-// OPTIONS for a test's duration; error() says why it could not be, "" once
-// it is.
+// A filesystem made by MKFS on a loop image of SIZE and mounted at DIR
+// with OPTIONS for a test's duration; error() says why it could not be, ""
+// once it is.
 class LoopFs {
 public:
-    LoopFs(std::string dir, const std::string& mkfs, const std::string& options) : dir_(std::move(dir)) {
+    LoopFs(std::string dir, const std::string& mkfs, const std::string& options, const char* size = "32M")
+        : dir_(std::move(dir)) {
         Process p = Process::start(
             {.argv = {"/bin/sh", "-c",
-                      fmt::format("set -e; truncate -s 32M {0}.img; {1} {0}.img >/dev/null; mkdir -p {0}; "
+                      fmt::format("set -e; truncate -s {3} {0}.img; {1} {0}.img >/dev/null; mkdir -p {0}; "
                                   "mount -o loop{2} {0}.img {0}; chmod 755 {0}",
-                                  dir_, mkfs, options.empty() ? "" : "," + options)}});
+                                  dir_, mkfs, options.empty() ? "" : "," + options, size)}});
         Result r = p.wait();
         if (r.status != 0) error_ = r.describe();
     }
@@ -382,7 +384,7 @@ TEST_F(GitTest, CaseVariantsOfProtectedNamesAreRefusedWhereNamesFoldCase) {
     EXPECT_TRUE(own.audit.empty()) << own.describe();
 }
 
-// vfat (like exfat, XFS made with ascii-ci, hfsplus, cifs with nocase)
+// vfat (like exfat, hfsplus, cifs with nocase)
 // folds names in every directory, with no encoding and no S_CASEFOLD:
 // it compares names its own way (d_compare), and also finds `.git` as
 // `GIT~1`. A work tree there is refused as one marked +F is (above).
@@ -431,6 +433,48 @@ TEST_F(GitTest, ProtectedNamesAreRefusedOnFilesystemsThatFoldEveryName) {
     EXPECT_EQ(own.status, 0) << own.describe();
     EXPECT_EQ(own.out, "x\n") << own.describe();
     EXPECT_TRUE(own.audit.empty()) << own.describe();
+}
+
+// XFS made with `-n version=ci` folds names in its lookup, with no dentry
+// operations the BPF walk could see. A rule naming a path that doesn't
+// exist yet (`.git/commondir`) can't be held there: the job could create
+// `.git/COMMONDIR`, which git later reads as commondir. So confine refuses
+// to start such a job. 7.2 no longer mounts such a filesystem.
+TEST_F(GitTest, AWorkTreeOnCaseInsensitiveXfsIsRefusedAtStart) {
+    const std::string ci = at("xfs-ci"), plain = at("xfs");
+    const std::string repo =
+        "git init -q && echo hi > README && git add README && git -c user.email=a@b -c "
+        "user.name=a commit -qm init";
+    LoopFs folding(ci, "mkfs.xfs -q -n version=ci", "", "320M");
+    utsname u{};
+    uname(&u);
+    if (!folding.error().empty()) {
+        EXPECT_GE(atoi(u.release), 7) << "only 7.x refuses ascii-ci XFS; here:\n" << folding.error();
+        return;
+    }
+    LoopFs ordinary(plain, "mkfs.xfs -q", "", "320M");
+    ASSERT_EQ(ordinary.error(), "") << "making an XFS filesystem failed";
+    for (const std::string& fs : {ci, plain}) {
+        ASSERT_EQ(run_root(fmt::format("chown {} {}", kUser, fs)).status, 0);
+        Result made = run_unconfined(
+            fmt::format("mkdir {0}/w {0}/control && cd {0}/w && {1} && cd {0}/control && {1}", fs, repo));
+        ASSERT_EQ(made.status, 0) << made.describe();
+    }
+    // The control: a new name in another case is git's file.
+    Result c = run_unconfined(fmt::format("cd {}/control && echo ../evil > .git/COMMONDIR && cat .git/commondir", ci));
+    EXPECT_EQ(c.out, "../evil\n") << c.describe();
+
+    Result r = run({.workdir = ci + "/w", .argv = {"/bin/sh", "-c", "echo ../evil > .git/COMMONDIR; echo started"}});
+    EXPECT_EQ(r.status, 125) << r.describe();
+    EXPECT_EQ(r.out, "") << r.describe();
+    EXPECT_NE(r.err.find("XFS made case-insensitive"), std::string::npos) << r.describe();
+    EXPECT_FALSE(exists(ci + "/w/.git/commondir")) << r.describe();
+
+    // An ordinary XFS work tree starts, and protect_git holds there.
+    Result o = run({.workdir = plain + "/w", .argv = {"/bin/sh", "-c", "echo ../evil > .git/commondir || cat README"}});
+    EXPECT_EQ(o.status, 0) << o.describe();
+    EXPECT_EQ(o.out, "hi\n") << o.describe();
+    EXPECT_DENIAL(o, "create", plain + "/w/.git/commondir", "sh");
 }
 
 // A linked worktree (`git worktree add`): .git is a file naming the
