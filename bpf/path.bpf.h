@@ -127,10 +127,10 @@ struct walk {
  * with an encoding (ext4, f2fs and, since 6.13, tmpfs with casefold);
  * every directory, where the filesystem compares names its own way
  * (d_compare in its default dentry operations: vfat, exfat, hfsplus, cifs
- * with nocase, ntfs3 with nocase, jfs for OS/2). XFS made with ascii-ci
- * folds in its lookup alone, which no field shows: the policy compiler
- * refuses rules it can't hold there (policy/compile.cpp).
- * vfat also finds `.git` as `GIT~1`, and `config.` as `config`. */
+ * with nocase, ntfs3 with nocase, jfs for OS/2; vfat also finds `.git` as
+ * `GIT~1`, and `config.` as `config`). XFS made with ascii-ci folds in its
+ * lookup alone, which no field shows: the policy compiler refuses rules it
+ * can't hold there (policy/compile.cpp). */
 enum folding { FOLD_NONE, FOLD_MARKED_DIRS, FOLD_EVERY_DIR };
 
 /* 7.2 calls s_d_op __s_d_op: renamed by "new helper: set_default_d_op()"

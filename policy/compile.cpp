@@ -362,7 +362,7 @@ private:
 
     const Policy& policy_;
     const Vars& vars_;
-    mutable std::set<std::string> seen_dirs_;  // checked by on_case_insensitive_xfs
+    mutable std::set<std::string> seen_dirs_;  // found not on_case_insensitive_xfs
 };
 
 std::string quote(std::string_view s) {
