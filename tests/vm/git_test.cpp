@@ -384,23 +384,25 @@ TEST_F(GitTest, CaseVariantsOfProtectedNamesAreRefusedWhereNamesFoldCase) {
     EXPECT_TRUE(own.audit.empty()) << own.describe();
 }
 
-// vfat (like exfat, hfsplus, cifs with nocase)
-// folds names in every directory, with no encoding and no S_CASEFOLD:
-// it compares names its own way (d_compare), and also finds `.git` as
-// `GIT~1`. A work tree there is refused as one marked +F is (above).
-// Below such a mount that no rule lies below, names are decided alike.
+// A repository with one commit, made in the current directory: vfat can't
+// keep the pristine checkout's modes and owners (`cp -a`).
+constexpr const char* kNewRepo =
+    "git init -q && echo hi > README && git add README && git -c user.email=a@b -c user.name=a commit -qm init";
+
+// vfat (like exfat, hfsplus, cifs with nocase) folds names in every
+// directory, with no encoding and no S_CASEFOLD: it compares names its own
+// way (d_compare), and also finds `.git` as `GIT~1`. A work tree there is
+// refused as one marked +F is (above). Below such a mount that no rule
+// lies below, names are decided alike.
 TEST_F(GitTest, ProtectedNamesAreRefusedOnFilesystemsThatFoldEveryName) {
     const std::string kFatOptions = fmt::format("uid=$(id -u {0}),gid=$(id -g {0}),quiet", kUser);
     const std::string fat = at("fat");
     LoopFs mounted(fat, "mkfs.vfat", kFatOptions);
     ASSERT_EQ(mounted.error(), "") << "making a vfat filesystem failed";
     const std::string w = fat + "/w", control = fat + "/control";
-    const std::string repo =
-        "git init -q && echo hi > README && git add README && git -c user.email=a@b -c "
-        "user.name=a commit -qm init";
     const std::string plant = "echo ../evil > .git/COMMONDIR; echo x >> GIT~1/config; cat README >/dev/null";
     for (const std::string& d : {w, control}) {
-        Result made = run_unconfined(fmt::format("mkdir {0} && cd {0} && {1}", d, repo));
+        Result made = run_unconfined(fmt::format("mkdir {0} && cd {0} && {1}", d, kNewRepo));
         ASSERT_EQ(made.status, 0) << made.describe();
     }
     // The control: both names reach git's files, unconfined.
@@ -442,9 +444,6 @@ TEST_F(GitTest, ProtectedNamesAreRefusedOnFilesystemsThatFoldEveryName) {
 // to start such a job. 7.2 no longer mounts such a filesystem.
 TEST_F(GitTest, AWorkTreeOnCaseInsensitiveXfsIsRefusedAtStart) {
     const std::string ci = at("xfs-ci"), plain = at("xfs");
-    const std::string repo =
-        "git init -q && echo hi > README && git add README && git -c user.email=a@b -c "
-        "user.name=a commit -qm init";
     LoopFs folding(ci, "mkfs.xfs -q -n version=ci", "", "320M");
     utsname u{};
     uname(&u);
@@ -457,7 +456,7 @@ TEST_F(GitTest, AWorkTreeOnCaseInsensitiveXfsIsRefusedAtStart) {
     for (const std::string& fs : {ci, plain}) {
         ASSERT_EQ(run_root(fmt::format("chown {} {}", kUser, fs)).status, 0);
         Result made = run_unconfined(
-            fmt::format("mkdir {0}/w {0}/control && cd {0}/w && {1} && cd {0}/control && {1}", fs, repo));
+            fmt::format("mkdir {0}/w {0}/control && cd {0}/w && {1} && cd {0}/control && {1}", fs, kNewRepo));
         ASSERT_EQ(made.status, 0) << made.describe();
     }
     // The control: a new name in another case is git's file.
