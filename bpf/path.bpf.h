@@ -129,8 +129,8 @@ struct walk {
  * (d_compare in its default dentry operations: vfat, exfat, hfsplus, cifs
  * with nocase, ntfs3 with nocase, jfs for OS/2; vfat also finds `.git` as
  * `GIT~1`, and `config.` as `config`). XFS made with ascii-ci folds in its
- * lookup alone, which no field shows: the policy compiler refuses rules it
- * can't hold there (policy/compile.cpp). */
+ * lookup alone, which no field shows: a start refuses rules below such a
+ * mount (loader/unseen_folding.cpp). */
 enum folding { FOLD_NONE, FOLD_MARKED_DIRS, FOLD_EVERY_DIR };
 
 /* 7.2 calls s_d_op __s_d_op: renamed by "new helper: set_default_d_op()"

@@ -28,6 +28,7 @@
 #include "loader/launch.h"
 #include "loader/probe.h"
 #include "loader/proxy.h"
+#include "loader/unseen_folding.h"
 #include "loader/wire.h"
 
 extern char** environ;
@@ -451,10 +452,14 @@ Result<policy::Policy> job_policy(const RunOptions& o) {
 // The policy compiled for this job, within the daemon's ceiling if served.
 Result<policy::Compiled> compile_for(const RunOptions& o, const policy::Policy& p, const policy::Vars& vars) {
     auto c = policy::compile(p, vars);
-    if (!c || !o.served) return c;
-    auto ceiling = policy::compile(*o.served->ceiling, vars);
-    if (!ceiling) return fail(Error::msg("daemon: the ceiling: " + ceiling.error().message));
-    return policy::intersect(*c, *ceiling);
+    if (c && o.served) {
+        auto ceiling = policy::compile(*o.served->ceiling, vars);
+        if (!ceiling) return fail(Error::msg("daemon: the ceiling: " + ceiling.error().message));
+        c = policy::intersect(*c, *ceiling);
+    }
+    if (c)
+        if (auto r = check_unseen_folding(*c); !r) return fail(r.error());
+    return c;
 }
 
 // Who runs what, where: settled before anything is made.

@@ -6,10 +6,7 @@
 // precedence is computed once, here, instead of at every access.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <linux/magic.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +17,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,31 +88,6 @@ constexpr std::string_view kGitTrusted[] = {
 // Git's pointer files ("gitdir: X" in a .git file, X in commondir) are a
 // line of at most a path; a longer one is not followed.
 constexpr size_t kPointerMax = PATH_MAX + 16;
-
-// From include/uapi/linux/xfs_fs.h (6.1 to 7.2): the geometry every XFS
-// reports, and its flag for a filesystem made with `-n version=ci`.
-struct XfsGeometryV1 {
-    uint32_t blocksize, rtextsize, agblocks, agcount, logblocks, sectsize, inodesize, imaxpct;
-    uint64_t datablocks, rtblocks, rtextents, logstart;
-    unsigned char uuid[16];
-    uint32_t sunit, swidth;
-    int32_t version;
-    uint32_t flags, logsectsize, rtsectsize, dirblocksize;
-};
-constexpr unsigned long kXfsIocFsgeometryV1 = _IOR('X', 100, XfsGeometryV1);
-constexpr uint32_t kXfsGeomFlagsDirV2Ci = 1u << 12;
-
-// Whether DIR is on XFS made with ascii-ci, which folds names in its
-// lookup (d_add_ci) and has no dentry operations to show it: the BPF walk
-// can't tell it from any XFS (docs/design.md "Names that fold case").
-bool on_case_insensitive_xfs(const std::string& dir) {
-    struct statfs fs {};
-    if (statfs(dir.c_str(), &fs) != 0 || fs.f_type != XFS_SUPER_MAGIC) return false;
-    Fd fd(open(dir.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    XfsGeometryV1 geo{};
-    // Unreadable: assume the worst, as a rule's name couldn't be held.
-    return !fd || ioctl(fd.get(), kXfsIocFsgeometryV1, &geo) != 0 || (geo.flags & kXfsGeomFlagsDirV2Ci);
-}
 
 class Compiler {
 public:
@@ -322,19 +293,6 @@ private:
             head = slash == 0 ? "/" : head.substr(0, slash);
         }
         if (tail.empty()) return head;
-        // A name that doesn't exist yet is held by its bytes: on a
-        // filesystem that folds names unseen, the job could create it in
-        // another case, which the account's tools would later find by this
-        // one. Refused before the job starts.
-        if (!seen_dirs_.contains(head)) {
-            if (on_case_insensitive_xfs(head))
-                return fail(error(rule, Error::msg(fmt::format("rule '{}': {} is on XFS made case-insensitive "
-                                                               "(mkfs.xfs -n version=ci), where confine can't hold "
-                                                               "a rule for a name that doesn't exist yet ({})",
-                                                               rule.path, head, tail.substr(1)))
-                                            .hint("Put the checkout on a case-sensitive filesystem")));
-            seen_dirs_.insert(head);
-        }
 
         std::string base = head == "/" ? "" : head;
         size_t end = tail.find('/', 1);
@@ -362,7 +320,6 @@ private:
 
     const Policy& policy_;
     const Vars& vars_;
-    mutable std::set<std::string> seen_dirs_;  // found not on_case_insensitive_xfs
 };
 
 std::string quote(std::string_view s) {

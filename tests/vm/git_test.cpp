@@ -438,10 +438,10 @@ TEST_F(GitTest, ProtectedNamesAreRefusedOnFilesystemsThatFoldEveryName) {
 }
 
 // XFS made with `-n version=ci` folds names in its lookup, with no dentry
-// operations the BPF walk could see. A rule naming a path that doesn't
-// exist yet (`.git/commondir`) can't be held there: the job could create
-// `.git/COMMONDIR`, which git later reads as commondir. So confine refuses
-// to start such a job. 7.2 no longer mounts such a filesystem.
+// operations the BPF walk could see. No rule below such a mount can be
+// held by name: the job could create `.git/COMMONDIR`, which git later
+// reads as commondir. So confine refuses to start such a job. 7.2 no
+// longer mounts such a filesystem.
 TEST_F(GitTest, AWorkTreeOnCaseInsensitiveXfsIsRefusedAtStart) {
     const std::string ci = at("xfs-ci"), plain = at("xfs");
     LoopFs folding(ci, "mkfs.xfs -q -n version=ci", "", "320M");
@@ -463,11 +463,19 @@ TEST_F(GitTest, AWorkTreeOnCaseInsensitiveXfsIsRefusedAtStart) {
     Result c = run_unconfined(fmt::format("cd {}/control && echo ../evil > .git/COMMONDIR && cat .git/commondir", ci));
     EXPECT_EQ(c.out, "../evil\n") << c.describe();
 
-    Result r = run({.workdir = ci + "/w", .argv = {"/bin/sh", "-c", "echo ../evil > .git/COMMONDIR; echo started"}});
-    EXPECT_EQ(r.status, 125) << r.describe();
-    EXPECT_EQ(r.out, "") << r.describe();
-    EXPECT_NE(r.err.find("XFS made case-insensitive"), std::string::npos) << r.describe();
-    EXPECT_FALSE(exists(ci + "/w/.git/commondir")) << r.describe();
+    // The work tree; the same spelled in another case (the rules would
+    // name W, the kernel w); one with no .git yet, where the job would make
+    // `.GIT`.
+    make_dir(ci + "/bare");
+    for (const char* dir : {"/w", "/W", "/bare"}) {
+        Result r = run({.workdir = ci + dir,
+                        .argv = {"/bin/sh", "-c", "echo ../evil > .git/COMMONDIR; mkdir .GIT; echo started"}});
+        EXPECT_EQ(r.status, 125) << dir << "\n" << r.describe();
+        EXPECT_EQ(r.out, "") << r.describe();
+        EXPECT_NE(r.err.find("XFS made case-insensitive"), std::string::npos) << r.describe();
+    }
+    EXPECT_FALSE(exists(ci + "/w/.git/commondir"));
+    EXPECT_FALSE(exists(ci + "/bare/.git"));
 
     // An ordinary XFS work tree starts, and protect_git holds there.
     Result o = run({.workdir = plain + "/w", .argv = {"/bin/sh", "-c", "echo ../evil > .git/commondir || cat README"}});
