@@ -75,4 +75,39 @@ inline std::optional<uint64_t> keyed_value(std::string_view text, std::string_vi
     return std::nullopt;
 }
 
+// One line of /proc/self/mountinfo, "36 25 8:1 /sub /srv rw,... - xfs
+// /dev/sda1 rw": the mount point (unescaped: the kernel writes ' ', '\t',
+// '\n' and '\\' as \ and three octal digits), the root of the mount in
+// its filesystem, and the filesystem type. Later lines are later mounts.
+struct Mount {
+    std::string point;
+    std::string_view root, type;
+};
+
+inline std::vector<Mount> mounts_in(std::string_view mountinfo) {
+    auto unescape = [](std::string_view s) {
+        std::string out;
+        auto octal = [&](size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
+        for (size_t i = 0; i < s.size(); i++) {
+            if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+                out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+                i += 3;
+            } else {
+                out += s[i];
+            }
+        }
+        return out;
+    };
+    std::vector<Mount> out;
+    for (std::string_view line : split(mountinfo, "\n")) {
+        auto dash = line.find(" - ");
+        if (dash == std::string_view::npos) continue;
+        const std::vector<std::string_view> fields = split(line.substr(0, dash));  // id, parent, dev, root, point
+        const std::vector<std::string_view> after = split(line.substr(dash + 3));  // type, source, options
+        if (fields.size() <= 4 || after.empty()) continue;
+        out.push_back({unescape(fields[4]), fields[3], after[0]});
+    }
+    return out;
+}
+
 }  // namespace confine

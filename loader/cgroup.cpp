@@ -69,26 +69,14 @@ bool has_children(const std::string& path) {
 }
 
 std::optional<std::string> cgroup2_root_in(std::string_view mountinfo) {
-    struct Mount {
-        std::string_view point;
-        bool cgroup2_root;
-    };
-    std::vector<Mount> mounts;
-    for (std::string_view line : split(mountinfo, "\n")) {
-        // "36 25 0:31 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw"
-        auto dash = line.find(" - ");
-        const std::vector<std::string_view> fields = split(line);  // id, parent, dev, root, mount point
-        if (dash == std::string_view::npos || fields.size() <= 4) continue;
-        mounts.push_back({fields[4], fields[3] == "/" && line.substr(dash + 3).starts_with("cgroup2 ")});
-    }
+    const std::vector<Mount> mounts = mounts_in(mountinfo);
+    auto cgroup2_root = [](const Mount& m) { return m.root == "/" && m.type == "cgroup2"; };
     // Later lines are later mounts: one at the same point or above hides it.
-    auto hides = [](std::string_view over, std::string_view point) {
-        return over == point || over == "/" || (point.starts_with(over) && point[over.size()] == '/');
-    };
     for (size_t i = 0; i < mounts.size(); i++)
-        if (mounts[i].cgroup2_root && std::none_of(mounts.begin() + static_cast<std::ptrdiff_t>(i) + 1, mounts.end(),
-                                                   [&](const Mount& m) { return hides(m.point, mounts[i].point); }))
-            return std::string(mounts[i].point);
+        if (cgroup2_root(mounts[i]) &&
+            std::none_of(mounts.begin() + static_cast<std::ptrdiff_t>(i) + 1, mounts.end(),
+                         [&](const Mount& m) { return policy::covers(m.point, mounts[i].point); }))
+            return mounts[i].point;
     return std::nullopt;
 }
 

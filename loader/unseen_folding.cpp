@@ -28,22 +28,6 @@ struct XfsGeometryV1 {
 constexpr unsigned long kXfsIocFsgeometryV1 = _IOR('X', 100, XfsGeometryV1);
 constexpr uint32_t kXfsGeomFlagsDirV2Ci = 1u << 12;
 
-// mountinfo writes ' ', '\t', '\n' and '\\' in a path as \ and three octal
-// digits.
-std::string unescape(std::string_view s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); i++) {
-        auto octal = [&](size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
-        if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-            out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
-            i += 3;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
-}
-
 // XFS made with ascii-ci folds names in its lookup (xfs_vn_ci_lookup,
 // d_add_ci) and has no dentry operations to show it: the BPF walk can't
 // tell it from any XFS. Unreadable: assume it folds.
@@ -57,21 +41,14 @@ bool folds_case(const std::string& mount) {
 
 std::vector<std::string> xfs_mount_points_in(std::string_view mountinfo) {
     std::vector<std::string> out;
-    for (std::string_view line : split(mountinfo, "\n")) {
-        // "36 25 8:1 / /srv rw,relatime shared:1 - xfs /dev/sda1 rw,..."
-        auto dash = line.find(" - ");
-        const std::vector<std::string_view> fields = split(line.substr(0, dash));  // id, parent, dev, root, point
-        if (dash == std::string_view::npos || fields.size() <= 4 || !line.substr(dash + 3).starts_with("xfs "))
-            continue;
-        std::string point = unescape(fields[4]);
-        if (std::find(out.begin(), out.end(), point) == out.end()) out.push_back(std::move(point));
-    }
+    for (Mount& m : mounts_in(mountinfo))
+        if (m.type == "xfs" && std::find(out.begin(), out.end(), m.point) == out.end())
+            out.push_back(std::move(m.point));
     return out;
 }
 
 bool below_mount(std::string_view path, std::string_view mount) {
-    if (mount == "/") return path != "/";
-    return path.size() > mount.size() && path.starts_with(mount) && path[mount.size()] == '/';
+    return path != mount && policy::covers(mount, path);
 }
 
 Result<void> check_unseen_folding(const policy::Compiled& c) {
