@@ -234,20 +234,19 @@ static __always_inline bool file_cached(struct file *file, __u64 cgid, __u32 nee
     return fs->c && cache_has(fs->c, cgid, fs->tag, need);
 }
 
-/* Whether a lookup in directory `inode` (a BTF pointer) may find an entry
- * by a name other than its own (folding_of): then a name no rule has may
- * still be one a rule has in another case, and a slot's
- * CACHE_UNNAMED_WRITE serves none of its entries (the walk decides; see
- * case_matters). A directory marked S_CASEFOLD was empty when it became
- * so, but may have had that slot already. */
-static __always_inline bool folds_names(struct inode *inode)
+/* Whether directory `inode` (a BTF pointer) became case-insensitive after
+ * its slot was made: then a name no rule has may be one a rule has in
+ * another case, and the slot's CACHE_UNNAMED_WRITE serves none of its
+ * entries (the walk decides; see case_matters). Only a directory marked
+ * S_CASEFOLD can: it was empty when it became so, but may have had that
+ * slot already. Where every directory of a filesystem folds names
+ * (FOLD_EVERY_DIR) they did so when the walk made the slot: a walk there
+ * that any rule lies below is refused (case_matters), and only a rule at
+ * the directory with rules below it grants CACHE_UNNAMED_WRITE. So the
+ * one field read here serves: this runs at every create and unlink. */
+static __always_inline bool marked_casefold(struct inode *inode)
 {
-    __u8 f;
-
-    if (!inode)
-        return false;
-    f = folding_of(inode->i_sb);
-    return f == FOLD_EVERY_DIR || (f == FOLD_MARKED_DIRS && (inode->i_flags & S_CASEFOLD));
+    return inode && (inode->i_flags & S_CASEFOLD);
 }
 
 /* What a directory's slot `v` says of its entries', where its
@@ -297,7 +296,7 @@ static __always_inline __u64 inherited(struct confine_job *job, __u64 cgid, __u6
     if (v & CACHE_ENTRY_WRITE) {
         if (levels)
             bits |= CACHE_ENTRY_WRITE | (levels - (1u << FS_LEVELS_SHIFT));
-    } else if (!(v & CACHE_UNNAMED_WRITE) || folds_names(parent->d_inode) || named(job, cgid, dentry)) {
+    } else if (!(v & CACHE_UNNAMED_WRITE) || marked_casefold(parent->d_inode) || named(job, cgid, dentry)) {
         return 0;
     }
     return tag_ctx(cgid) == ctx ? bits : 0;
@@ -413,7 +412,7 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
      * refuse. */
     if (c && dentry->d_name.len <= NAME_MAX) {
         if (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) || (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) &&
-                                                           !folds_names(inode) && !named(job, cgid, dentry)))
+                                                           !marked_casefold(inode) && !named(job, cgid, dentry)))
             return ALLOW;
         v = inherited(job, cgid, ctx, dir->dentry, dir->mnt);
         if (v & CACHE_ENTRY_WRITE) {
