@@ -411,8 +411,9 @@ static __always_inline int check_entry(struct confine_job *job, __u64 cgid, cons
     /* A name longer than NAME_MAX (FUSE allows them) is the walk's to
      * refuse. */
     if (c && dentry->d_name.len <= NAME_MAX) {
-        if (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) || (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) &&
-                                                           !marked_casefold(inode) && !named(job, cgid, dentry)))
+        if (cache_has(c, cgid, tag, CACHE_ENTRY_WRITE) ||
+            (cache_has(c, cgid, tag, CACHE_UNNAMED_WRITE) && !marked_casefold(inode) &&
+             !named(job, cgid, dentry)))
             return ALLOW;
         v = inherited(job, cgid, ctx, dir->dentry, dir->mnt);
         if (v & CACHE_ENTRY_WRITE) {
