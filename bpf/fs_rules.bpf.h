@@ -117,24 +117,32 @@ static __always_inline __u32 granted(const struct resolved *r, __u64 cgid, bool 
     return bits;
 }
 
-/* Whether the decision on resolved path R may hang on the case of its
- * names: some of them lie in a case-insensitive directory (R->ci_end),
- * and a rule lies below the topmost such directory. Rules name paths
- * byte for byte, but there `.GIT/CONFIG` is `.git/config` to every later
- * lookup, and a dentry may carry either spelling. Unicode's folding (and
- * its normalization) is beyond a BPF program: such a path is refused
- * (CONFINE_REASON_CASEFOLD). Below a case-insensitive directory that no
- * rule lies below, every name is decided alike, whatever its case. */
-static __always_inline bool case_matters(const struct resolved *r, __u64 cgid)
+/* Whether the decision on resolved path R, and with `below` on its
+ * entries, may hang on the case of their names: some of them lie in a
+ * case-insensitive directory (R->ci_end), and a rule lies below the
+ * topmost such directory. Rules name paths byte for byte, but there
+ * `.GIT/CONFIG` is `.git/config` to every later lookup, and a dentry may
+ * carry either spelling. Unicode's folding (and its normalization) is
+ * beyond a BPF program: such a path is refused (CONFINE_REASON_CASEFOLD).
+ * Below a case-insensitive directory that no rule lies below, every name
+ * is decided alike, whatever its case. A path that folds only its
+ * entries' names (CI_TARGET: a vfat mount's root, a directory marked +F
+ * under one that isn't) matters only for those: without this, opening a
+ * work tree at a vfat root gave its slot CACHE_UNNAMED_WRITE, and the job
+ * created `.GIT` there (the review of 889437b). */
+static __always_inline bool case_matters(const struct resolved *r, __u64 cgid, bool below)
 {
     struct confine_fs_key *k = &r->s->key;
     __u32 klen, *access;
 
-    if (r->ci_end >= CONFINE_PATH_MAX)
+    if (r->ci_end > CI_TARGET || (r->ci_end == CI_TARGET && !below))
         return false;
-    /* The directory's path, and a '/' ("/" for the root). Where that is
-     * longer than the longest rule, no rule lies below. */
+    /* The directory's path, and a '/' ("/" for the root, whose path is
+     * kept as "/" when it is the target). Where that is longer than the
+     * longest rule, no rule lies below. */
     klen = r->ci_end - r->off;
+    if (klen == 1)
+        klen = 0;
     bound(klen);
     if (klen >= CONFINE_RULE_PATH_MAX)
         return false;
@@ -190,7 +198,7 @@ static __always_inline __u32 rule_bits(struct resolved *r, __u64 cgid, bool belo
 
     if (r->reason != CONFINE_REASON_POLICY)
         return 0;
-    if (case_matters(r, cgid)) {
+    if (case_matters(r, cgid, below)) {
         r->reason = CONFINE_REASON_CASEFOLD;
         return 0;
     }

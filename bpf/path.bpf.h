@@ -109,6 +109,11 @@ volatile __u32 opaque_zero;
 
 enum step_status { STEP_MORE = 0, STEP_DONE, STEP_TOO_LONG, STEP_OUTSIDE_ROOT };
 
+/* walk.ci_end where the topmost case-folding directory is the path itself
+ * (its entries' names fold, not its own), and where no directory folds. */
+#define CI_TARGET CONFINE_PATH_MAX
+#define CI_NONE   (CONFINE_PATH_MAX + 1)
+
 struct walk {
     struct dentry *dentry;   /* next component to prepend */
     struct mount *mnt;       /* the mount dentry is on */
@@ -119,7 +124,7 @@ struct walk {
     int status;
     __u32 name_len; /* the path's last component's */
     __u8 folding;   /* enum folding: of the mount's filesystem */
-    int ci_end;     /* where the first name below the topmost case-folding directory begins */
+    int ci_end;     /* where the first name below the topmost case-folding directory begins (CI_*) */
 };
 
 /* Which directories of a filesystem may find an entry by a name other
@@ -251,7 +256,7 @@ struct resolved {
     __u32 off;
     __u32 name_len; /* bytes of the last component; 0 for "/" */
     __u32 steps;    /* the walk's iterations: components, mount crossings, the root */
-    __u32 ci_end;   /* CONFINE_PATH_MAX, or where the names that fold case begin (walk.ci_end) */
+    __u32 ci_end;   /* where the names that fold case begin, or CI_TARGET, CI_NONE (walk.ci_end) */
     __u8 reason;    /* enum confine_reason; POLICY means the path is complete */
 };
 
@@ -273,10 +278,10 @@ static __always_inline bool resolve(struct dentry *dentry, struct vfsmount *mnt,
     w.off = CONFINE_PATH_MAX;
     w.folding = folding_of(BPF_CORE_READ(mnt, mnt_sb));
     /* 6.1's verifier models one iteration of the loop, in which ci_end can
-     * only stay CONFINE_PATH_MAX (the target itself is the first name):
-     * from a constant start it would find the case check after the loop
-     * dead and drop it. */
-    w.ci_end = CONFINE_PATH_MAX + opaque_zero;
+     * only become CI_TARGET (the target itself is the first name): from a
+     * constant start it would find the case check after the loop dead and
+     * drop it. */
+    w.ci_end = CI_NONE + opaque_zero;
     s->buf[CONFINE_PATH_MAX] = '\0';
     r->steps = bpf_loop(CONFINE_PATH_DEPTH, walk_step, &w, 0);
 

@@ -426,6 +426,22 @@ TEST_F(GitTest, ProtectedNamesAreRefusedOnFilesystemsThatFoldEveryName) {
     EXPECT_FALSE(exists(w + "/.git/commondir")) << r.describe();
     EXPECT_EQ(read_file(w + "/.git/config"), config);
 
+    // A work tree at a vfat's root, which folds its entries' names but not
+    // its own name. Opening it decides its entries too: that decision once
+    // let every name no rule has be made there, `.GIT` among them.
+    const std::string top = at("fat-top");
+    LoopFs top_fs(top, "mkfs.vfat", kFatOptions);
+    ASSERT_EQ(top_fs.error(), "") << "making a vfat filesystem failed";
+    Result tc = run_unconfined(fmt::format("cd {} && mkdir .GIT && ls -d .git && rmdir .git", top));
+    EXPECT_EQ(tc.out, ".git\n") << tc.describe();
+    Result t = run({.workdir = top, .argv = {"/bin/sh", "-c", "ls >/dev/null; mkdir .GIT || echo refused"}});
+    EXPECT_EQ(t.out, "refused\n") << t.describe();
+    EXPECT_FALSE(exists(top + "/.git")) << t.describe();
+    for (const AuditLine* l : {find_line(t, "open_read", top), find_line(t, "mkdir", top + "/.GIT")}) {
+        ASSERT_NE(l, nullptr) << t.describe();
+        EXPECT_EQ(l->str("reason"), "casefold") << l->raw;
+    }
+
     // A vfat mounted in a work tree that isn't one: no rule lies below it.
     const std::string plain = at("plain"), inner = plain + "/media";
     make_dir(plain);
